@@ -6,8 +6,8 @@
 __all__ = ['ClientData', 'FederatedData', 'images_to_tensor', 'iterate_batches', 'CropFlip', 'stratified_split',
            'blend_with_photos', 'render_font_digits', 'load_skdigits']
 
-# %% ../nbs/01_data.ipynb #bdfa74c1
-import os, math
+# %% ../nbs/01_data.ipynb #bec0aecd
+import os, math, functools
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 import numpy as np
@@ -159,13 +159,25 @@ def blend_with_photos(digits: np.ndarray, rng: np.random.Generator) -> np.ndarra
     patches = _sk_photo_patches(len(digits), digits.shape[1], rng).astype(np.int16)
     return np.abs(patches - digits[..., None].astype(np.int16)).astype(np.uint8)
 
-# %% ../nbs/01_data.ipynb #746b31ed
+# %% ../nbs/01_data.ipynb #e74bc60f
+def _draws_digits(path: str) -> bool:
+    "Whether the font at `path` puts ink on the canvas for every one of the ten digits."
+    from PIL import Image, ImageDraw, ImageFont
+    font = ImageFont.truetype(path, 24)
+    for d in "0123456789":
+        canvas = Image.new("L", (48, 48), 0)
+        ImageDraw.Draw(canvas).text((24, 24), d, fill=255, font=font, anchor="mm")
+        if np.asarray(canvas).max() == 0: return False
+    return True
+
+@functools.lru_cache(maxsize=None)
 def _font_files() -> list[str]:
-    "TrueType fonts shipped with matplotlib that draw the ten digits."
+    "TrueType fonts shipped with matplotlib that draw the ten digits (fonts with no digit glyphs, e.g. the 'Display' subsets, are left out)."
     import matplotlib
     d = os.path.join(matplotlib.get_data_path(), "fonts", "ttf")
     skip = ("STIXNonUni", "STIXSiz", "cmex", "cmsy", "cmmi", "LastResort")
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".ttf") and not f.startswith(skip))
+    cands = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".ttf") and not f.startswith(skip))
+    return [f for f in cands if _draws_digits(f)]
 
 def render_font_digits(labels: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     "Digits `labels` typeset in matplotlib's fonts on plain coloured backgrounds, uint8 (N,size,size,3)."
