@@ -1,0 +1,1 @@
+"fednbs algorithms as a Flower App (see the folder's README.md)."
