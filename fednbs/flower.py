@@ -9,8 +9,8 @@ __all__ = ['log', 'RAW_STYPE', 'STATE_KEY', 'STRUCTURE_KEY', 'MISSING', 'BACKEND
            'FlowerEngine', 'config_from_run_config', 'build_run', 'deployed_client', 'deployment_client_app',
            'run_deployment', 'deployment_server_app', 'free_port', 'descendants', 'LocalFederation']
 
-# %% ../nbs/40_flower.ipynb #bac2164b
-import os, sys, io, json, math, time, uuid, socket, signal, shutil, logging, tempfile, threading, weakref, subprocess, importlib.util
+# %% ../nbs/40_flower.ipynb #0829e364
+import os, sys, json, time, uuid, socket, signal, logging, tempfile, threading, weakref, subprocess, importlib.util
 from dataclasses import dataclass, asdict, replace, fields
 from pathlib import Path
 from typing import Callable, Mapping
@@ -20,7 +20,6 @@ from typing import Callable, Mapping
 for _k, _v in (("FLWR_TELEMETRY_ENABLED", "0"), ("FLWR_DISABLE_UPDATE_CHECK", "1"), ("RAY_USAGE_STATS_ENABLED", "0")):
     os.environ.setdefault(_k, _v)
 
-import numpy as np
 import torch
 from torch import Tensor
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict, Context, Message as FlowerMessage
@@ -677,6 +676,14 @@ def descendants(pid: int) -> dict[int, str]:
         for c, start in kids.get(todo.pop(), []): out[c] = start; todo.append(c)
     return out
 
+def _kill_if_same(procs: dict[int, str]):
+    "SIGKILL each pid of `descendants(...)` that is still the same, running process."
+    for pid, start in procs.items():
+        st = _proc_stat(pid)
+        if st and st[19] == start and st[0] != "Z":
+            try: os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError: pass
+
 def _toml_value(v) -> str:
     if isinstance(v, bool): return "true" if v else "false"
     if isinstance(v, (int, float)): return repr(v)
@@ -738,11 +745,13 @@ class LocalFederation:
         return self._spawn("run", *args)
 
     def kill(self, name: str, sig: int = signal.SIGKILL):
-        "Stop process `name` (a client, 'superlink' or 'run') and its children at once, by its pid (= its process group)."
+        "Stop process `name` (a client, 'superlink' or 'run') and its children, by pid (its process group, and any child that left it)."
         p = self.procs[name]
+        below = descendants(p.pid) if sig == signal.SIGKILL else {}
         if p.poll() is None:
             try: os.killpg(p.pid, sig)
             except ProcessLookupError: pass
+        _kill_if_same(below)
         if sig == signal.SIGKILL: p.wait(30)
 
     def stop(self):
@@ -754,11 +763,7 @@ class LocalFederation:
         for name, p in self.procs.items():
             try: p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired: self.kill(name)
-        for pid, start in below.items():
-            st = _proc_stat(pid)
-            if st and st[19] == start and st[0] != "Z":  # the same process, still running
-                try: os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError: pass
+        _kill_if_same(below)
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()

@@ -177,7 +177,7 @@ class AGN(nn.Module):
         return (f"{self.num_channels}, groups={self.groups}, eps={self.eps}, momentum={self.momentum}, "
                 f"tau0={self.tau0}, unbiased={self.unbiased}, eval_mode='{self.eval_mode}'")
 
-# %% ../nbs/06_normalization.ipynb #8a2fc07d
+# %% ../nbs/06_normalization.ipynb #bee57cc1
 FEATURE_NORMS = (nn.BatchNorm2d, nn.SyncBatchNorm, nn.GroupNorm)  # the layers convert_to_fednn turns into AGN
 
 def _replace(model: nn.Module, match, make, memo=None) -> nn.Module:
@@ -213,7 +213,7 @@ def agn_from(norm: nn.Module, groups: int = 2, keep_stats: bool = False, **agn_k
             new.running_mean.copy_(norm.running_mean); new.running_var.copy_(norm.running_var)
     return new.train(norm.training)
 
-# %% ../nbs/06_normalization.ipynb #bc3b021e
+# %% ../nbs/06_normalization.ipynb #48dde530
 def convert_to_ws(model: nn.Module, **ws_kwargs) -> nn.Module:
     "Replace every `nn.Conv2d` in `model` by a `WSConv2d` with the same weights (in place; returns the model)."
     return _replace(model, lambda m: isinstance(m, nn.Conv2d) and not isinstance(m, WSConv2d),
@@ -230,7 +230,7 @@ def convert_to_fednn(model: nn.Module,
     return _replace(model, lambda m: isinstance(m, FEATURE_NORMS),
                     lambda m: agn_from(m, groups, keep_stats, **agn_kwargs))
 
-# %% ../nbs/06_normalization.ipynb #cf6b8dbc
+# %% ../nbs/06_normalization.ipynb #881959c2
 def agn_layers(model: nn.Module) -> dict[str, AGN]:
     "The AGN layers of `model` by module name."
     return {n: m for n, m in model.named_modules() if isinstance(m, AGN)}
@@ -251,7 +251,7 @@ def set_agn_options(model: nn.Module, **options) -> nn.Module:
             setattr(m, k, v)
     return model
 
-# %% ../nbs/06_normalization.ipynb #0ff74e11
+# %% ../nbs/06_normalization.ipynb #3258a949
 NORMS.register("ws", "weight-standardised convs (FedNN's WN) on the model's own norm")(NormSpec(None, convert_to_ws))
 NORMS.register("bn+ws", "BatchNorm + weight-standardised convs")(NormSpec("bn", convert_to_ws))
 NORMS.register("gn+ws", "GroupNorm(2) + weight-standardised convs")(NormSpec("gn", convert_to_ws))
