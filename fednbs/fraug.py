@@ -155,9 +155,13 @@ class FRAug(Algorithm):
     defaults = {"momentum": 0.5}
     eval_models, headline, has_global_model = ("personal",), "personal", False
 
+    def __init__(self, **hp):
+        super().__init__(**hp)
+        self.validate()          # bad values fail when the run is configured, before any data is loaded
+
     def setup(self, task: Task):
         super().setup(task)
-        self.validate()
+        self.validate()          # now also checks the model's head
         return self
 
 # %% ../nbs/22_fraug.ipynb #f605c7b7

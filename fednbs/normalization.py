@@ -83,7 +83,11 @@ def _group_stats(m: Tensor, v: Tensor, groups: int, P: int, c: int, unbiased: bo
     var = ss / (L - 1 if unbiased and L > 1 else L)
     return mu.expand_as(mg).reshape(N, C), var.expand_as(vg).reshape(N, C)
 
-# %% ../nbs/06_normalization.ipynb #663cb87c
+# %% ../nbs/06_normalization.ipynb #9537c0f0
+def _one_hot(v: Tensor) -> Tensor:
+    "One-hot of `v.argmax()` with `v`'s shape and dtype (no host synchronisation, unlike `F.one_hot` on GPU)."
+    return (torch.arange(len(v), device=v.device) == v.argmax()).to(v.dtype)
+
 class AGN(nn.Module):
     "Adaptive Group Normalization: Gumbel-softmax mixture of GN and BN statistics with learnable logits `pi` (FedNN, spec §3.2)."
     def __init__(self, num_channels: int,
@@ -112,7 +116,7 @@ class AGN(nn.Module):
         "The weights $(s_{GN}, s_{BN})$ for this forward (draws Gumbel noise; in training may fix the layer)."
         pi = self.pi
         was_fixed = self.fixed.bool()
-        hard = F.one_hot(pi.detach().argmax(), 2).to(pi.dtype)
+        hard = _one_hot(pi.detach())
         if not self.training and self.eval_mode == "deterministic": soft = torch.softmax(pi / self.tau, 0)
         else:
             u = torch.rand_like(pi).clamp_(torch.finfo(pi.dtype).tiny, 1.0)
@@ -120,14 +124,14 @@ class AGN(nn.Module):
             if self.training:
                 with torch.no_grad():
                     hit = (soft.max() - soft.min() >= 1) & ~was_fixed     # exactly one-hot: fix the choice
-                    self.pi.copy_(torch.where(hit, F.one_hot(soft.argmax(), 2).to(pi.dtype), pi))
+                    self.pi.copy_(torch.where(hit, _one_hot(soft), pi))
                     self.fixed.copy_(was_fixed | hit)
         return torch.where(was_fixed, hard, soft)
 
     def expected_mixing(self) -> Tensor:
         "Noise-free weights: softmax(pi/tau), or the fixed one-hot choice (what deterministic evaluation uses)."
         with torch.no_grad():
-            hard = F.one_hot(self.pi.argmax(), 2).to(self.pi.dtype)
+            hard = _one_hot(self.pi)
             return torch.where(self.fixed.bool(), hard, torch.softmax(self.pi / self.tau, 0))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -169,8 +173,8 @@ class AGN(nn.Module):
         all_fixed = all(bool(s[kf]) for s in states)
         averaged[kf] = torch.full_like(averaged[kf], int(all_fixed))
         if all_fixed and kp in averaged:
-            votes = sum(float(w) * F.one_hot(s[kp].argmax(), 2).double() for w, s in zip(weights, states))
-            averaged[kp] = F.one_hot(votes.argmax(), 2).to(averaged[kp])
+            votes = sum(float(w) * _one_hot(s[kp]).double().cpu() for w, s in zip(weights, states))
+            averaged[kp] = _one_hot(votes).to(averaged[kp])
         return averaged
 
     def extra_repr(self):
