@@ -23,15 +23,13 @@ from .aggregation import SAMPLING
 
 log = logging.getLogger("fednbs")
 
-# %% ../nbs/31_experiment.ipynb #a6480213
+# %% ../nbs/31_experiment.ipynb #b0df2845
 def load_plugins():
     "Import every fednbs module so that all algorithms, datasets, models and norms are registered."
     for mod in pkgutil.iter_modules(fednbs.__path__):
-        if mod.name.startswith("_") or mod.name in ("cli",): continue
-        try: importlib.import_module(f"fednbs.{mod.name}")
-        except ImportError as e:
-            if mod.name == "flower": continue   # optional extra: pip install "fednbs[flower]"
-            raise
+        # the Flower bridge registers nothing and is imported only for --engine flower (an optional extra)
+        if mod.name.startswith("_") or mod.name in ("cli", "flower"): continue
+        importlib.import_module(f"fednbs.{mod.name}")
 
 # %% ../nbs/31_experiment.ipynb #0f8c1714
 DEFAULTS = dict(algo="fedbn", data="skdigits", model="cnn", norm="default", rounds=20, local_epochs=1, lr=0.01,

@@ -435,8 +435,8 @@ class SimulatedNodes:
     def __call__(self, ctx: Context) -> ClientSide:
         if self.token not in _SIDES:
             if self.token in _BUNDLES: algo_cls, hp, task, clients = _BUNDLES[self.token]
-            else:
-                import cloudpickle
+            else:  # a Ray worker: read the bundle the engine wrote
+                from ray import cloudpickle
                 with open(self.path, "rb") as f: algo_cls, hp, task, clients = cloudpickle.load(f)
                 clients = [c.to(task.device) for c in clients]
             _SIDES[self.token] = (algo_cls(**hp).setup(task), {c.name: c for c in clients})
@@ -503,11 +503,11 @@ def _on_finish(self): self.states = self._fetch_states()
 FlowerEngine._fetch_states, FlowerEngine._push_states, FlowerEngine.on_start, FlowerEngine.on_finish = _fetch_states, _push_states, _on_start, _on_finish
 FlowerEngine.state_dict, FlowerEngine.load_state_dict = _fe_state_dict, _fe_load_state_dict
 
-# %% ../nbs/40_flower.ipynb #af440f2b
+# %% ../nbs/40_flower.ipynb #0cdf28ee
 def _client_app(self, backend: str) -> ClientApp:
     if backend == "thread": return make_client_app(SimulatedNodes(self._token))
     if self._dir is None:
-        import cloudpickle
+        from ray import cloudpickle  # pickles classes and functions defined in notebooks too
         self._dir = tempfile.TemporaryDirectory(prefix="fednbs-flower-")
         algo_cls, hp, task, clients = _BUNDLES[self._token]
         with open(Path(self._dir.name) / "bundle.pkl", "wb") as f:
