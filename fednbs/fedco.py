@@ -32,11 +32,11 @@ def bank_loss(head: nn.Module, heads: Mapping[str, Mapping[str, Tensor]], featur
     ce = F.cross_entropy(z.flatten(0, 1), y.repeat(len(heads) * parts), reduction="none")
     return ce.view(len(heads), parts, len(y)).sum(0).mean(-1)
 
-# %% ../nbs/21_fedco.ipynb #d857a0ed
+# %% ../nbs/21_fedco.ipynb #0c49a8fa
 INTRA = ("none", "to_online", "to_offline", "both")
 INTER = ("none", "online", "offline", "both")
 
-@ALGORITHMS.register("fedco", "Fed-CO (Cai et al.): online (FedBN) + offline model per client, mutual learning, foreign-head transfer, logit-sum fusion")
+@ALGORITHMS.register("fedco", "Fed-CO: online (FedBN) + offline model per client, mutual learning, foreign-head transfer, logit-sum fusion")
 class FedCO(Algorithm):
     "Fed-CO: a FedBN-style online model and a local offline model per client that teach each other and learn from the other clients' offline heads."
     name = "fedco"
