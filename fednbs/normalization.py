@@ -6,11 +6,12 @@
 __all__ = ['WS_PAPER', 'FEATURE_NORMS', 'standardize_weight', 'WSConv2d', 'AGN', 'ws_conv_from', 'agn_from', 'convert_to_ws',
            'convert_to_fednn', 'agn_layers', 'agn_mixing', 'set_agn_options', 'LeNetFedNN', 'ResNet18FedNN']
 
-# %% ../nbs/06_normalization.ipynb #5986ebb4
+# %% ../nbs/06_normalization.ipynb #426e2a49
 import math
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
+from torch.autograd.function import once_differentiable
 from .core import *
 from .models import NormSpec, LeNet, ResNet18, build_model
 
@@ -44,46 +45,61 @@ class WSConv2d(nn.Conv2d):
     def extra_repr(self):
         return super().extra_repr() + f", ws={'paper' if self.ws_eps_inside_sqrt and not self.ws_unbiased else 'code'}"
 
-# %% ../nbs/06_normalization.ipynb #624f29f8
-class _Moments(torch.autograd.Function):
-    "Per-row mean and variance of `x` (..., P) with `correction` (0 biased, 1 unbiased); two-pass, stable."
+# %% ../nbs/06_normalization.ipynb #a8b36243
+class _AGNStats(torch.autograd.Function):
+    "AGN's normalisation of x (N, C, P) with mixing weights `s`, running-statistics update, and hand-derived backward."
     @staticmethod
-    def forward(ctx, x, correction: int):
-        P = x.shape[-1]
-        m = x.mean(-1)
-        v = torch.linalg.vector_norm(x - m.unsqueeze(-1), dim=-1).square_().div_(P - correction)
-        ctx.save_for_backward(x, m); ctx.correction = correction
-        return v, m
-    @staticmethod
-    def backward(ctx, gv, gm):
-        x, m = ctx.saved_tensors
-        alpha = gv * (2 / (x.shape[-1] - ctx.correction))   # d v / d x = 2 (x - m) / (P - c)
-        beta = gm / x.shape[-1] - alpha * m                   # d m / d x = 1 / P
-        return torch.addcmul(beta.unsqueeze(-1), x, alpha.unsqueeze(-1)), None
+    def forward(ctx, x, weight, bias, s, running_mean, running_var, groups: int, eps: float, unbiased: bool,
+                training: bool, momentum: float):
+        N, C, P = x.shape
+        Cg = C // groups; L = Cg * P
+        c = 1 if unbiased and P > 1 else 0            # correction of the per-(n, c) variance (a single value: 0)
+        cg = 1 if unbiased and L > 1 else 0           # correction of the per-(n, group) variance
+        m = x.mean(-1)                                                                   # pass 1 over x
+        v = torch.linalg.vector_norm(x - m.unsqueeze(-1), dim=-1).square_().div_(P - c)  # pass 2 (two-pass: stable)
+        dg = m.view(N, groups, Cg)
+        mu_g = dg.mean(2, keepdim=True); dg = dg - mu_g
+        var_g = (v.view(N, groups, Cg).sum(2, keepdim=True) * (P - c) + dg.square().sum(2, keepdim=True) * P) / (L - cg)
+        if training:
+            mu_b = m.mean(0); db = m - mu_b
+            var_b = v.mean(0) + db.square().mean(0)                                      # = mean_n(v + m^2) - mu_b^2
+            running_mean.lerp_(mu_b, 1 - momentum); running_var.lerp_(var_b, 1 - momentum)
+        else: mu_b, var_b, db = running_mean, running_var, None
+        mu = (s[0] * mu_g).expand(N, groups, Cg).reshape(N, C) + s[1] * mu_b
+        r = ((s[0] * var_g).expand(N, groups, Cg).reshape(N, C) + s[1] * var_b + eps).rsqrt()
+        a = weight * r
+        ctx.save_for_backward(x, m, dg, db, weight, s, r, mu, mu_g, var_g, mu_b, var_b)
+        ctx.consts = (groups, P, c, cg, L, training)
+        return torch.addcmul((bias - mu * a).unsqueeze(-1), x, a.unsqueeze(-1))         # pass 3: y = a x + b
 
-class _ScaleShift(torch.autograd.Function):
-    "`a[..., None] * x + b[..., None]` for x (..., P) and per-row a, b."
     @staticmethod
-    def forward(ctx, x, a, b):
-        ctx.save_for_backward(x, a)
-        return torch.addcmul(b.unsqueeze(-1), x, a.unsqueeze(-1))
-    @staticmethod
+    @once_differentiable
     def backward(ctx, gy):
-        x, a = ctx.saved_tensors
-        return gy * a.unsqueeze(-1), torch.linalg.vecdot(gy, x), gy.sum(-1)
+        x, m, dg, db, weight, s, r, mu, mu_g, var_g, mu_b, var_b = ctx.saved_tensors
+        groups, P, c, cg, L, training = ctx.consts
+        N, C, _ = x.shape; Cg = C // groups
+        gx = torch.mul(gy, x)                            # scratch buffer, reused for the input gradient below
+        ga, gb = gx.sum(-1), gy.sum(-1)                  # dL/da, dL/db per (n, c)
+        a = weight * r
+        t = (ga - gb * mu) * r
+        g_weight, g_bias = t.sum(0), gb.sum(0)
+        g_mu = -gb * a
+        g_var = -0.5 * weight * t * r.square()
+        gmu_g = g_mu.view(N, groups, Cg).sum(2, keepdim=True)
+        gvar_g = g_var.view(N, groups, Cg).sum(2, keepdim=True)
+        g_s = torch.stack([(gmu_g * mu_g).sum() + (gvar_g * var_g).sum(), (g_mu * mu_b).sum() + (g_var * var_b).sum()])
+        gm = ((s[0] / Cg) * gmu_g + (s[0] * 2 * P / (L - cg)) * gvar_g * dg).reshape(N, C)   # dL/dm through GN
+        gv = ((s[0] * (P - c) / (L - cg)) * gvar_g).expand(N, groups, Cg).reshape(N, C)      # dL/dv through GN
+        if training:                                                                         # ... and through BN
+            gvar_b = s[1] * g_var.sum(0)
+            gm = gm + (s[1] * g_mu.sum(0) + 2 * gvar_b * db) / N
+            gv = gv + gvar_b / N
+        alpha = gv * (2 / (P - c))
+        torch.addcmul((gm / P - alpha * m).unsqueeze(-1), x, alpha.unsqueeze(-1), out=gx)   # dL/dx through m and v
+        gx.addcmul_(gy, a.unsqueeze(-1))                                                     # + dL/dx through y = a x + b
+        return gx, g_weight, g_bias, g_s, None, None, None, None, None, None, None
 
-# %% ../nbs/06_normalization.ipynb #d9ed71ce
-def _group_stats(m: Tensor, v: Tensor, groups: int, P: int, c: int, unbiased: bool) -> tuple[Tensor, Tensor]:
-    "GN mean and variance per (sample, channel) from the per-(n, c) moments `m`, `v` (variance with correction `c`)."
-    N, C = m.shape
-    mg, vg = m.view(N, groups, -1), v.view(N, groups, -1)
-    mu = mg.mean(2, keepdim=True)
-    L = mg.shape[2] * P
-    ss = vg.sum(2, keepdim=True) * (P - c) + (mg - mu).square().sum(2, keepdim=True) * P
-    var = ss / (L - 1 if unbiased and L > 1 else L)
-    return mu.expand_as(mg).reshape(N, C), var.expand_as(vg).reshape(N, C)
-
-# %% ../nbs/06_normalization.ipynb #9537c0f0
+# %% ../nbs/06_normalization.ipynb #6e2cfc0d
 def _one_hot(v: Tensor) -> Tensor:
     "One-hot of `v.argmax()` with `v`'s shape and dtype (no host synchronisation, unlike `F.one_hot` on GPU)."
     return (torch.arange(len(v), device=v.device) == v.argmax()).to(v.dtype)
@@ -136,23 +152,9 @@ class AGN(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         N, C = x.shape[0], x.shape[1]
-        x3 = x.reshape(N, C, -1)
-        P = x3.shape[2]
-        c = 1 if self.unbiased and P > 1 else 0
-        v, m = _Moments.apply(x3, c)                                     # (N, C) each: the only pass that reads x
-        mu_gn, var_gn = _group_stats(m, v, self.groups, P, c, self.unbiased)
-        if self.training:
-            mu_bn = m.mean(0)
-            var_bn = v.mean(0) + (m - mu_bn).square().mean(0)             # = mean_n(v + m^2) - mu^2
-            with torch.no_grad():
-                self.running_mean.lerp_(mu_bn, 1 - self.momentum)
-                self.running_var.lerp_(var_bn, 1 - self.momentum)
-        else: mu_bn, var_bn = self.running_mean, self.running_var
-        s = self.mixing()
-        mu = s[0] * mu_gn + s[1] * mu_bn
-        var = s[0] * var_gn + s[1] * var_bn
-        a = self.weight * (var + self.eps).rsqrt()
-        return _ScaleShift.apply(x3, a, self.bias - mu * a).view_as(x)
+        y = _AGNStats.apply(x.reshape(N, C, -1), self.weight, self.bias, self.mixing(), self.running_mean, self.running_var,
+                            self.groups, self.eps, self.unbiased, self.training, self.momentum)
+        return y.view_as(x)
 
     def fix(self, choice: str):
         "Fix the layer to 'gn' or 'bn' statistics (sets `fixed` and a one-hot `pi`)."
@@ -181,7 +183,7 @@ class AGN(nn.Module):
         return (f"{self.num_channels}, groups={self.groups}, eps={self.eps}, momentum={self.momentum}, "
                 f"tau0={self.tau0}, unbiased={self.unbiased}, eval_mode='{self.eval_mode}'")
 
-# %% ../nbs/06_normalization.ipynb #bee57cc1
+# %% ../nbs/06_normalization.ipynb #b51d9f24
 FEATURE_NORMS = (nn.BatchNorm2d, nn.SyncBatchNorm, nn.GroupNorm)  # the layers convert_to_fednn turns into AGN
 
 def _replace(model: nn.Module, match, make, memo=None) -> nn.Module:
@@ -217,7 +219,7 @@ def agn_from(norm: nn.Module, groups: int = 2, keep_stats: bool = False, **agn_k
             new.running_mean.copy_(norm.running_mean); new.running_var.copy_(norm.running_var)
     return new.train(norm.training)
 
-# %% ../nbs/06_normalization.ipynb #48dde530
+# %% ../nbs/06_normalization.ipynb #35fe1421
 def convert_to_ws(model: nn.Module, **ws_kwargs) -> nn.Module:
     "Replace every `nn.Conv2d` in `model` by a `WSConv2d` with the same weights (in place; returns the model)."
     return _replace(model, lambda m: isinstance(m, nn.Conv2d) and not isinstance(m, WSConv2d),
@@ -234,7 +236,7 @@ def convert_to_fednn(model: nn.Module,
     return _replace(model, lambda m: isinstance(m, FEATURE_NORMS),
                     lambda m: agn_from(m, groups, keep_stats, **agn_kwargs))
 
-# %% ../nbs/06_normalization.ipynb #881959c2
+# %% ../nbs/06_normalization.ipynb #74617890
 def agn_layers(model: nn.Module) -> dict[str, AGN]:
     "The AGN layers of `model` by module name."
     return {n: m for n, m in model.named_modules() if isinstance(m, AGN)}
@@ -255,7 +257,7 @@ def set_agn_options(model: nn.Module, **options) -> nn.Module:
             setattr(m, k, v)
     return model
 
-# %% ../nbs/06_normalization.ipynb #3258a949
+# %% ../nbs/06_normalization.ipynb #8d497b26
 NORMS.register("ws", "weight-standardised convs (FedNN's WN) on the model's own norm")(NormSpec(None, convert_to_ws))
 NORMS.register("bn+ws", "BatchNorm + weight-standardised convs")(NormSpec("bn", convert_to_ws))
 NORMS.register("gn+ws", "GroupNorm(2) + weight-standardised convs")(NormSpec("gn", convert_to_ws))
