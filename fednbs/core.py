@@ -47,7 +47,7 @@ DATASETS = Registry("dataset")
 MODELS = Registry("model")
 NORMS = Registry("norm")
 
-# %% ../nbs/00_core.ipynb #f4ebedba
+# %% ../nbs/00_core.ipynb #050fe87f
 PRESETS: dict[str, dict] = {}
 PRESET_DOCS: dict[str, str] = {}
 
