@@ -146,7 +146,7 @@ class FRAug(Algorithm):
         "loss_form": ("code", "classifier loss: code ((1−ρ)L_real + ρ·mean synthetic) or paper (L_real + synthetic terms)"),
         "ema": (0.3, "prototype EMA rate λ_c"),
         "ema_rampup": (False, "ramp λ_c up as ema·exp(−5(1−r/R)²) (paper) instead of constant (code)"),
-        "bn_mode": ("bn_stats_only", "classifier BN entries kept local: bn_stats_only (code), bn_all (paper), bn_affine_only, none"),
+        "bn_mode": ("bn_all", "classifier BN entries kept local: bn_all (paper and authors' code: every BN entry), bn_stats_only, bn_affine_only, none"),
         "gen_bn_local": (False, "keep the generator's BN layers local (OfficeHome code)"),
         "use_generator": (True, "ablation: shared generator (off: the RTNet transforms noise)"),
         "use_rtnet": (True, "ablation: local RTNet (off: the generator output is the residual)"),
@@ -278,7 +278,13 @@ def _residual(self: FRAug, y: Tensor) -> Tensor:
     v = self.source(y); rt = self.parts()["rt"]
     return v if rt is None else rt.residual(v, y)
 
-FRAug.source, FRAug.residual = _source, _residual
+def _synthetic(self: FRAug, anchor: Tensor, y: Tensor, scale: float = 1.0) -> Tensor:
+    "Synthetic embeddings for labels `y` at `anchor`: anchor + scale·m(source(y), y); without an RTNet scale·g(z, y) + (1 − scale)·anchor."
+    v = self.source(y); rt = self.parts()["rt"]
+    if rt is None: return scale * v + (1 - scale) * anchor      # the authors' use_FTNet=False: g's output goes to the head
+    return anchor + scale * rt.residual(v, y)
+
+FRAug.source, FRAug.residual, FRAug.synthetic = _source, _residual, _synthetic
 
 # %% ../nbs/22_fraug.ipynb #4d83aa1d
 def _classifier_loss(self: FRAug, x: Tensor, y: Tensor, yc: Tensor, proto: Tensor, rnd: int) -> tuple[Tensor, dict]:
@@ -293,8 +299,8 @@ def _classifier_loss(self: FRAug, x: Tensor, y: Tensor, yc: Tensor, proto: Tenso
     lam = lambda_syn(rnd, self.task.rounds, self.gamma, self.lambda_form)
     scale = lam if self.feature_interp else 1.0
     with torch.no_grad():
-        if self.use_proto: u_c = proto[yc] + scale * self.residual(yc)
-        u_hat = u.detach() + scale * self.residual(y)
+        if self.use_proto: u_c = self.synthetic(proto[yc], yc, scale)
+        u_hat = self.synthetic(u.detach(), y, scale)
     if self.use_proto: terms["proto"] = F.cross_entropy(h(u_c), yc)
     terms["anch"] = F.cross_entropy(h(u_hat), y)
     syn = [terms[k] for k in ("proto", "anch") if k in terms]
@@ -432,7 +438,7 @@ def _synthesize(self: FRAug, state: dict, message: Message, x: Tensor, y: Tensor
     set_round(p["model"], rnd, self.task.rounds)
     scale = lambda_syn(rnd, self.task.rounds, self.gamma, self.lambda_form) if self.feature_interp else 1.0
     u = p["f"](x)
-    out = {"real": u, "anchored": u + scale * self.residual(y), "prototype": state["proto"][y] + scale * self.residual(y)}
+    out = {"real": u, "anchored": self.synthetic(u, y, scale), "prototype": self.synthetic(state["proto"][y], y, scale)}
     if p["gen"] is not None: out["generated"] = self.source(y)
     return out
 
