@@ -5,14 +5,15 @@
 # %% auto #0
 __all__ = ['PUBLISHED_MD5', 'PARTITION_DEFAULTS', 'DIGITS3_FILES', 'DIGITS5', 'FEDBN_DIGITS_ZIP', 'PACS_DOMAINS', 'PACS_CLASSES',
            'IMAGENET_MEAN', 'IMAGENET_STD', 'OFFICEHOME_DOMAINS', 'OFFICE_SITES', 'OFFICE_CLASSES', 'DOMAINNET_SITES',
-           'DOMAINNET_TOP10', 'CIFAR_MEAN', 'CIFAR_STD', 'CIFAR10_CLASSES', 'CIFAR10C_CORRUPTIONS', 'data_root',
-           'missing', 'md5_of', 'verify_md5', 'safe_unpickle', 'read_npz', 'check_images', 'read_images', 'Domain',
-           'dataset_options', 'partition_options', 'load_dataset', 'pick_domains', 'build_federated', 'fedbn_split',
-           'load_digits3', 'read_fedbn_digits', 'read_mnist_raw', 'read_mat_pair', 'read_usps_raw', 'read_mnistm_raw',
-           'fedbn_partitions', 'read_digits_domain', 'load_digits', 'find_domain_dirs', 'folder_domain',
-           'pacs_folder_domains', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image', 'list_domain',
-           'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10', 'load_cifar100',
-           'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir']
+           'DOMAINNET_TOP10', 'CIFAR_MEAN', 'CIFAR_STD', 'CIFAR10_CLASSES', 'CIFAR10C_CORRUPTIONS', 'FRAUG_DIGITS',
+           'data_root', 'missing', 'md5_of', 'verify_md5', 'safe_unpickle', 'read_npz', 'check_images', 'read_images',
+           'Domain', 'dataset_options', 'partition_options', 'load_dataset', 'pick_domains', 'build_federated',
+           'fedbn_split', 'load_digits3', 'read_fedbn_digits', 'read_mnist_raw', 'read_mat_pair', 'read_usps_raw',
+           'read_mnistm_raw', 'fedbn_partitions', 'read_digits_domain', 'load_digits', 'find_domain_dirs',
+           'folder_domain', 'pacs_folder_domains', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image',
+           'list_domain', 'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10',
+           'load_cifar100', 'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir',
+           'RandomResizedCropJitter', 'read_digits_pool', 'load_fraug_digits']
 
 # %% ../nbs/03_benchmarks.ipynb #e01470ea
 import os, io, bz2, gzip, hashlib, importlib, inspect, pickle, tarfile, zipfile, zlib, struct, math
@@ -35,7 +36,8 @@ def data_root(data_dir=None) -> Path:
 
 def missing(what: str, where, get: str) -> FednbsError:
     "The error for absent data: what is missing, where it was looked for, and how to get it."
-    return FednbsError(f"{what} not found (looked for {where}); {get}")
+    hint = "" if "--data-dir" in get else "; pass --data-dir with the folder that holds it (or set FEDNBS_DATA)"
+    return FednbsError(f"{what} not found (looked for {where}); {get}{hint}")
 
 # %% ../nbs/03_benchmarks.ipynb #2c143fc2
 PUBLISHED_MD5 = {
@@ -250,9 +252,14 @@ def build_federated(name: str, domains: list[Domain], seed: int, opts: dict, num
     return fd
 
 # %% ../nbs/03_benchmarks.ipynb #32ba9d89
-def fedbn_split(y: np.ndarray, test_size: float = 0.2, random_state: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def fedbn_split(y: np.ndarray, test_size: float = 0.2, random_state: int = 0, what: str = "the domain") -> tuple[np.ndarray, np.ndarray]:
     "FedBN's stratified 80/20 split of a pooled domain (scikit-learn `StratifiedShuffleSplit`, shuffled order kept)."
     from sklearn.model_selection import StratifiedShuffleSplit
+    classes, counts = np.unique(np.asarray(y), return_counts=True); n = len(y); n_test = math.ceil(test_size * n)
+    check(n == 0 or counts.min() >= 2, f"{what}: class {classes[counts.argmin()]} has {counts.min()} image, too few for a stratified train/test split",
+          "every class needs at least 2 images; add images of that class or leave it out of the file")
+    check(len(classes) <= min(n_test, n - n_test), f"{what}: {n} images are too few for a stratified {test_size:.0%} test split of {len(classes)} classes",
+          f"it needs at least {len(classes)} images of the {len(classes)} classes on each side ({math.ceil(len(classes) / min(test_size, 1 - test_size))} or more in all)")
     sss = StratifiedShuffleSplit(n_splits=1, test_size=test_size, random_state=random_state)
     tr, te = next(sss.split(np.zeros(len(y)), y))
     return tr, te
@@ -277,7 +284,7 @@ def load_digits3(data_dir=None, seed: int = 0, size: int = 28, domains=None, **o
         elif d == "usps": x, y = np.concatenate([z["x_train"], z["x_test"]]), np.concatenate([z["y_train"], z["y_test"]])
         else: x, y = z["x_test"], z["y_test"]
         check_images(x, y, f"{root / fname}", 10)
-        tr, te = fedbn_split(y)
+        tr, te = fedbn_split(y, what=str(root / fname))
         doms.append(Domain.from_arrays(d, x[tr], y[tr], x[te], y[te]))
     return build_federated("digits3", doms, seed, o, 10, [str(i) for i in range(10)], size,
                            notes="MNIST (train digits) / USPS / MNIST-M (test release); FedBN protocol, 80/20 per domain")
@@ -939,3 +946,87 @@ def shared_data_dir() -> Path|None:
     import fednbs
     cands = [os.environ.get("FEDNBS_SHARED_DATA"), Path(fednbs.__file__).resolve().parents[2] / "shared" / "data"]
     return next((Path(c) for c in cands if c and Path(c).is_dir()), None)
+
+# %% ../nbs/03_benchmarks.ipynb #f6f5063b
+class RandomResizedCropJitter:
+    "FRAug's augmentation on a batch of normalised images: random resized crop (`scale`), colour jitter, random grayscale, optional flip."
+    def __init__(self, mean, std, scale=(0.7, 1.0), jitter: float = 0.3, gray_p: float = 0.1, flip: bool = False):
+        self.mean, self.std = torch.tensor(mean).view(1, -1, 1, 1), torch.tensor(std).view(1, -1, 1, 1)
+        self.scale, self.jitter, self.gray_p, self.flip = scale, jitter, gray_p, flip
+    @staticmethod
+    def gray(x: Tensor) -> Tensor: return (0.299 * x[:, :1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand_as(x)
+    def crop(self, x: Tensor) -> Tensor:
+        "Random crops of area `scale` of each image and aspect ratio in [3/4, 4/3], resized back (bilinear)."
+        n = len(x); dev = x.device
+        area = torch.empty(n, device=dev).uniform_(*self.scale)
+        ratio = torch.exp(torch.empty(n, device=dev).uniform_(math.log(3 / 4), math.log(4 / 3)))
+        sw, sh = (area * ratio).sqrt().clamp(max=1), (area / ratio).sqrt().clamp(max=1)
+        cx, cy = (2 * torch.rand(n, device=dev) - 1) * (1 - sw), (2 * torch.rand(n, device=dev) - 1) * (1 - sh)
+        theta = torch.zeros(n, 2, 3, device=dev)
+        theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = sw, cx, sh, cy
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    def color(self, x: Tensor) -> Tensor:
+        "Brightness, contrast, saturation and hue jitter, one random factor per image, on [0, 1] RGB."
+        from torchvision.transforms.v2.functional import adjust_hue
+        n, j = len(x), self.jitter
+        f = lambda: torch.empty(n, 1, 1, 1, device=x.device).uniform_(1 - j, 1 + j)
+        x = (x * f()).clamp(0, 1)
+        m = self.gray(x).mean((1, 2, 3), keepdim=True); x = ((x - m) * f() + m).clamp(0, 1)
+        g = self.gray(x); x = ((x - g) * f() + g).clamp(0, 1)
+        hue = torch.empty(n).uniform_(-min(j, 0.5), min(j, 0.5))
+        return torch.stack([adjust_hue(xi, float(h)) for xi, h in zip(x, hue)])
+    def __call__(self, x: Tensor) -> Tensor:
+        m, s = self.mean.to(x.device), self.std.to(x.device)
+        x = self.crop((x * s + m).clamp(0, 1))
+        if self.jitter: x = self.color(x)
+        if self.gray_p:
+            g = torch.rand(len(x), device=x.device) < self.gray_p
+            x = torch.where(g[:, None, None, None], self.gray(x), x)
+        if self.flip:
+            fl = torch.rand(len(x), device=x.device) < 0.5
+            x = torch.where(fl[:, None, None, None], x.flip(-1), x)
+        return (x - m) / s
+    def __repr__(self): return f"RandomResizedCropJitter(scale={self.scale}, jitter={self.jitter}, gray_p={self.gray_p}, flip={self.flip})"
+
+# %% ../nbs/03_benchmarks.ipynb #cf3f6fb3
+FRAUG_DIGITS = {"mnist": "mnist.npz", "mnistm": "mnist_m.npz", "svhn": "svhn.npz", "usps": "usps.npz"}
+_FRAUG_DIGITS_GET = ("fraug_digits reads <data_dir>/digits/{mnist,mnist_m,svhn,usps}.npz (uint8 NHWC x_train/y_train and/or "
+                     "x_test/y_test) or the original releases laid out as for `digits`; pass --data-dir to the folder that holds them")
+
+def read_digits_pool(d: str, root: Path, verify: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    "Domain `d`'s official training and test images pooled: from `<root>/digits/*.npz`, else from the original releases."
+    p = root / "digits" / FRAUG_DIGITS[d]
+    if p.is_file():
+        z = read_npz(p, (), _FRAUG_DIGITS_GET)
+        parts = [(z[f"x_{s}"], z[f"y_{s}"]) for s in ("train", "test") if f"x_{s}" in z and f"y_{s}" in z]
+        check(len(parts) > 0, f"{p} holds neither x_train/y_train nor x_test/y_test", "rebuild it with the documented arrays")
+    else:
+        folder = root / DIGITS5[d]
+        r = {"mnist": lambda: read_mnist_raw(root, verify), "usps": lambda: read_usps_raw(folder, verify), "mnistm": lambda: read_mnistm_raw(folder),
+             "svhn": lambda: read_mat_pair(folder, "train_32x32.mat", "test_32x32.mat", verify)}[d]()
+        if r is None: raise missing(f"digits domain {d}", f"{p} and {folder}", _FRAUG_DIGITS_GET)
+        parts = [(r[0], r[1]), (r[2], r[3])]
+    shapes = {a.shape[1:] for a, _ in parts}
+    check(len(shapes) == 1, f"{d}: training and test images differ in shape ({sorted(shapes)})", "store both splits at one size")
+    x, y = np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]).astype(np.int64)
+    check_images(x, y, str(p), 10)
+    return x, y
+
+@DATASETS.register("fraug_digits", "FRAug's Digits: MNIST, MNIST-M, SVHN, USPS pooled, 90/10, 1 % per client, 32x32, ImageNet normalisation, augmentation")
+def load_fraug_digits(data_dir=None, seed: int = 0, size: int = 32, domains=None, pool_seed: int = 42, test_frac: float = 0.1,
+                      augment: bool = True, verify: bool = True, **options) -> FederatedData:
+    "FRAug's Digits protocol: per domain the pooled official images split 90/10 (seed `pool_seed`); 10 % validation and 1 % training per client."
+    check(0 < test_frac < 1, f"test_frac must be in (0, 1) (got {test_frac})", "e.g. test_frac=0.1")
+    check(isinstance(size, int) and size >= 8, f"size must be an integer of at least 8 (got {size})", "e.g. size=32")
+    o = partition_options("fraug_digits", load_fraug_digits, options, val_frac=0.1, percent=0.01)
+    root = data_root(data_dir); doms = []
+    for d in pick_domains("fraug_digits", domains, FRAUG_DIGITS):
+        x, y = read_digits_pool(d, root, verify)
+        perm = np.random.default_rng(pool_seed).permutation(len(y)); n_te = int(round(test_frac * len(y)))
+        tr, te = np.sort(perm[n_te:]), np.sort(perm[:n_te])
+        doms.append(Domain.from_arrays(d, x[tr], y[tr], x[te], y[te]))
+    aug = RandomResizedCropJitter(IMAGENET_MEAN, IMAGENET_STD) if augment else None
+    return build_federated("fraug_digits", doms, seed, o, 10, [str(i) for i in range(10)], size, IMAGENET_MEAN, IMAGENET_STD, aug,
+                           notes=f"FRAug Digits protocol: pooled train+test, {1 - test_frac:.0%}/{test_frac:.0%} (seed {pool_seed}), "
+                                 f"val_frac={o['val_frac']}, percent={o['percent']}, {size}px, ImageNet normalisation")

@@ -64,9 +64,9 @@ class FedBN(FedAvg):
 
 # %% ../nbs/11_classic.ipynb #8126bce7
 def proximal_term(model: nn.Module, anchor: dict[str, Tensor], squared: bool = True) -> Tensor:
-    "$\\frac12\\lVert\\theta-\\theta_g\\rVert^2$ (or $\\lVert\\theta-\\theta_g\\rVert$) over `model`'s parameters named in `anchor`."
+    "$\\frac12\\lVert\\theta-\\theta_g\\rVert^2$ (or $\\frac12\\lVert\\theta-\\theta_g\\rVert$) over `model`'s parameters named in `anchor`."
     sq = sum(((p - anchor[n]) ** 2).sum() for n, p in model.named_parameters() if n in anchor)
-    return 0.5 * sq if squared else torch.sqrt(sq + 1e-12)
+    return 0.5 * (sq if squared else torch.sqrt(sq + 1e-12))
 
 # %% ../nbs/11_classic.ipynb #2e1e690d
 @ALGORITHMS.register("fedprox", "FedProx (Li et al. 2020): FedAvg + (mu/2)||w - w_global||^2")

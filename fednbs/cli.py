@@ -23,13 +23,13 @@ def hparam_flags() -> dict[str, tuple]:
             out[hp] = (prev[0], prev[1], prev[2] + [name])
     return out
 
-def parse_value(text: str, typ: type):
-    "Parse a flag value as `typ` (bools accept true/false/1/0)."
+def parse_value(text: str, typ: type, flag: str = "the value"):
+    "Parse the value of `flag` as `typ` (bools accept true/false/1/0)."
     if typ is bool:
-        check(text.lower() in ("true", "false", "1", "0", "yes", "no"), f"'{text}' is not a boolean", "use true or false")
+        check(text.lower() in ("true", "false", "1", "0", "yes", "no"), f"{flag}: '{text}' is not a boolean", f"use {flag} true or {flag} false")
         return text.lower() in ("true", "1", "yes")
     try: return typ(text)
-    except ValueError: raise FednbsError(f"'{text}' is not a valid {typ.__name__}; pass a {typ.__name__} value") from None
+    except ValueError: raise FednbsError(f"{flag}: '{text}' is not a valid {typ.__name__}; pass {flag} with a{'n' if typ is int else ''} {typ.__name__} value") from None
 
 def parse_option(text: str) -> tuple[str, object]:
     "A `key=value` option; the value is read as a Python literal when it is one, else kept as text."
@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument("--" + flag, action="store_true", help={"resume": "continue the run in --out from its checkpoint",
                          "overwrite": "replace an earlier run in --out", "fail-fast": "stop at the first failing client",
                          "quiet": "no progress bar or table"}[flag])
+    run.add_argument("--pretrained", nargs="?", const="torchvision", default=None, metavar="PATH",
+                     help="start resnet18 from ImageNet weights: torch's hub cache, the file PATH, or 'download'")
     hp = run.add_argument_group("algorithm hyper-parameters (each applies to the algorithms named)")
     for name, (typ, help_, algos) in sorted(hparam_flags().items()):
         hp.add_argument("--" + name.replace("_", "-"), dest=f"hp_{name}", type=str, metavar=typ.__name__.upper(),
@@ -89,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
 def bench_command(ns) -> int:
     "`fednbs bench`: print the framework tax of each algorithm."
     from fednbs.speed import framework_tax
+    check(ns.rounds >= 1, f"--rounds must be 1 or more (got {ns.rounds})", "pass e.g. fednbs bench --rounds 2")
+    check(ns.batch_size >= 2, f"--batch-size must be 2 or more (got {ns.batch_size}); BatchNorm cannot train on one image", "pass e.g. --batch-size 32")
     data = None
     if ns.data:
         data = DATASETS[ns.data](data_dir=ns.data_dir, seed=0).validate()
@@ -103,7 +107,7 @@ def config_from_args(ns: argparse.Namespace) -> RunConfig:
     for f in fields(RunConfig):
         v = getattr(ns, f.name, None)
         if v is None: continue
-        kw[f.name] = parse_value(v, NUMERIC[f.name]) if f.name in NUMERIC and isinstance(v, str) else v
+        kw[f.name] = parse_value(v, NUMERIC[f.name], "--" + f.name.replace("_", "-")) if f.name in NUMERIC and isinstance(v, str) else v
     kw["data_options"] = dict(parse_option(o) for o in ns.data_option)
     algo = kw.get("algo") or PRESETS.get(kw.get("preset"), {}).get("algo") or DEFAULTS["algo"]
     own = ALGORITHMS[algo].all_hparams(); flags = hparam_flags(); params = {}
@@ -111,7 +115,7 @@ def config_from_args(ns: argparse.Namespace) -> RunConfig:
         v = getattr(ns, f"hp_{name}", None)
         if v is None: continue
         check(name in own, f"--{name.replace('_', '-')} does not apply to {algo}", f"it is a hyper-parameter of {', '.join(algos)}")
-        params[name] = parse_value(v, type(own[name][0]) if own[name][0] is not None else str)
+        params[name] = parse_value(v, type(own[name][0]) if own[name][0] is not None else str, f"--{name.replace('_', '-')}")
     kw["algo_params"] = params
     return RunConfig(**kw)
 
@@ -143,5 +147,5 @@ def main(argv: list[str]|None = None) -> int:
     except FednbsError as e:
         print(f"fednbs: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:
-        print("fednbs: interrupted; completed rounds are saved: rerun the same command with --resume to continue", file=sys.stderr)
+        print("fednbs: interrupted; rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)", file=sys.stderr)
         return 130

@@ -18,17 +18,30 @@ class FedNN(FedAvg):
     "FedAvg on the FedNN form of the model (WS convs + AGN), with FedNN's SGD settings as defaults."
     name = "fednn"
     hparams = {"tau0": (5.0, "FedNN: initial AGN Gumbel-softmax temperature (linear decay to ~0 over the rounds)"),
-               "agn_eval": ("sample", "FedNN: AGN at evaluation: sample (Gumbel noise, the authors' code) or deterministic")}
-    defaults = {"norm": "fednn", "lr": 0.1, "lr_decay": 0.998, "weight_decay": 1e-3, "grad_clip": 10.0, "batch_size": 50}
+               "agn_eval": ("sample", "FedNN: AGN at evaluation: sample (Gumbel noise, the authors' code) or deterministic"),
+               "agn_merge": ("majority", "FedNN: fixed AGN layers that disagree: majority (one-hot vote) or soft (the authors' weighted mean)")}
+    defaults = {"norm": "fednn", **FEDNN_OPTIM}
 
     def new_model(self, tag: str = "init") -> nn.Module:
-        "The task's model in FedNN form, its AGN layers set to this run's `tau0` and `agn_eval`."
+        "The task's model in FedNN form, its AGN layers set to this run's `tau0`, `agn_eval` and `agn_merge`."
         check(isinstance(self.tau0, (int, float)) and self.tau0 > 0, f"tau0 must be positive (got {self.tau0!r})", "pass e.g. --tau0 5")
         check(self.agn_eval in ("sample", "deterministic"), f"unknown agn_eval '{self.agn_eval}'", "use sample or deterministic")
+        check(self.agn_merge in ("majority", "soft"), f"unknown agn_merge '{self.agn_merge}'", "use majority or soft")
         model = convert_to_fednn(super().new_model(tag))
         check(len(agn_layers(model)) > 0, "fednn needs a model with normalisation layers after its convolutions, and this one has none",
               "use --norm fednn (the default for --algo fednn), bn or gn")
-        return set_agn_options(model, tau0=float(self.tau0), eval_mode=self.agn_eval)
+        return set_agn_options(model, tau0=float(self.tau0), eval_mode=self.agn_eval, merge=self.agn_merge)
+
+# %% ../nbs/20_fednn.ipynb #38765b01
+for _name, _doc, _settings in [
+    ("fednn-digit", "FedNN on Digit (FedNN paper, Table 2; pooled accuracy of the global model)",
+     dict(algo="fednn", data="digits", model="lenet", rounds=200, local_epochs=5, sampling="bernoulli", fraction=0.4, seed=23,
+          data_options={"size": 32, "percent": 0.05}, **FEDNN_OPTIM)),
+    ("fednn-cifar10c", "FedNN on CIFAR10-C (FedNN paper, Table 2; pooled accuracy of the global model)",
+     dict(algo="fednn", data="cifar10c", model="lenet", rounds=200, local_epochs=5, sampling="bernoulli", fraction=0.4, seed=23,
+          **FEDNN_OPTIM)),
+]:
+    if PRESETS.get(_name) != _settings: register_preset(_name, _doc, **_settings)   # importing the module again files nothing twice
 
 # %% ../nbs/20_fednn.ipynb #4a045372
 def fednn_speed(data=None, reps: int = 5, norms=("none", "bn", "bn+ws", "fednn"), model: str = "lenet",

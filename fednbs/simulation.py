@@ -57,7 +57,7 @@ class Simulator:
 
     def train_round(self, rnd: int) -> list[dict]:
         "Local updates of the sampled clients and aggregation; returns metrics rows."
-        rows, uploads = [], {}
+        rows, uploads, failed = [], {}, []
         up_bytes = down_bytes = 0
         for cid in sample_clients(list(self.train_data), rnd, self.task.seed, self.sampling, self.fraction):
             message = self.algo.broadcast(self.server, cid, rnd)
@@ -68,13 +68,19 @@ class Simulator:
                 upload, stats = self.algo.local_update(self.states[cid], message, self.train_data[cid], rnd)
                 if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
             except Exception as e:
+                if self.fail_fast and isinstance(e, (NonFiniteLoss, FednbsError)):
+                    raise FednbsError(f"round {rnd}: client {cid} failed ({type(e).__name__}: {e}); "
+                                      "lower --lr or fix the cause, or run without --fail-fast to leave failing clients out") from e
                 if self.fail_fast: raise
                 self.states[cid] = backup
+                failed.append(f"{cid}: {type(e).__name__}: {e}")
                 log.warning(f"round {rnd}: client {cid} left out of aggregation: {type(e).__name__}: {e}")
                 rows += metric_rows(rnd, cid, "train", {"failed": 1.0})
                 continue
             uploads[cid] = upload; up_bytes += message_nbytes(upload)
             rows += metric_rows(rnd, cid, "train", stats)
+        if failed and not uploads:
+            raise FednbsError(f"round {rnd}: every client failed ({failed[0]}); nothing was aggregated: fix the cause (e.g. a smaller --lr)")
         if uploads: self.server = self.algo.aggregate(self.server, uploads, rnd)
         self.wire = {"up": up_bytes, "down": down_bytes}
         return rows
