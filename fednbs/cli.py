@@ -39,7 +39,7 @@ def parse_option(text: str) -> tuple[str, object]:
     except (ValueError, SyntaxError): return k.strip(), v
 
 # %% ../nbs/32_cli.ipynb #3ecdc91b
-NUMERIC = {"rounds": int, "local_epochs": int, "batch_size": int, "seed": int, "eval_every": int, "checkpoint_every": int,
+NUMERIC = {"rounds": int, "local_epochs": int, "batch_size": int, "seed": int, "eval_every": int, "checkpoint_every": int, "report_window": int,
            "lr": float, "momentum": float, "weight_decay": float, "grad_clip": float, "lr_decay": float, "fraction": float}
 
 RUN_HELP = {
@@ -52,12 +52,16 @@ RUN_HELP = {
     "fraction": "fraction of clients per round (fraction/bernoulli sampling)", "weighting": "aggregation weights: samples or uniform",
     "eval_every": "evaluate every N rounds (and always after the last)", "engine": "inprocess (default) or flower",
     "device": "auto, cpu or cuda", "checkpoint_every": "write the checkpoint every N rounds", "out": "output folder",
+    "report": "which evaluation the summary reports: last, best_val (per client, best validation round: FRAug), "
+              "best_mean_val (best mean validation round: Fed-CO) or tail_mean (mean over the last --report-window rounds)",
+    "report_window": "rounds averaged by --report tail_mean",
     "preset": "a paper's experiment settings (GPU-sized): " + ", ".join(sorted(PRESETS)),
 }
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `fednbs` argument parser (run, list)."
+    "The `fednbs` argument parser (run, list, bench, reproduce)."
     load_plugins()
+    from fednbs.reproduce import add_reproduce_parser
     p = argparse.ArgumentParser(prog="fednbs", description="Federated learning under feature skew: FedNN, Fed-CO, FRAug and baselines.")
     sub = p.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run an experiment (no arguments: FedBN on the offline default benchmark)")
@@ -79,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         hp.add_argument("--" + name.replace("_", "-"), dest=f"hp_{name}", type=str, metavar=typ.__name__.upper(),
                         help=f"{help_} [{', '.join(algos)}]")
     sub.add_parser("list", help="list algorithms, datasets, models and norms")
+    add_reproduce_parser(sub)
     bench = sub.add_parser("bench", help="time federated rounds against the bare PyTorch loop (framework tax)")
     bench.add_argument("--algo", action="append", help="algorithm(s) to time (default: fedavg and fedbn)")
     bench.add_argument("--model", default="digitmodel", help="model (default: digitmodel)")
@@ -140,9 +145,17 @@ def main(argv: list[str]|None = None) -> int:
         ns = parser.parse_args(argv or ["run"])
         if ns.command == "list": print(list_text()); return 0
         if ns.command == "bench": return bench_command(ns)
+        if ns.command == "reproduce":
+            from fednbs.reproduce import reproduce_command
+            return reproduce_command(ns)
         if ns.command is None: ns = parser.parse_args(["run"])
         summary = run_experiment(config_from_args(ns))
-        print(f"mean accuracy {summary['mean_accuracy']:.4f} ({summary['headline_model']} model); results in {summary['out']}")
+        print(f"{summary['headline_model']} model, last round: mean over clients {summary['mean_accuracy']:.4f}, pooled {summary['weighted_accuracy']:.4f}")
+        rep = summary.get("reported", {})
+        if rep.get("rule", "last") != "last":
+            pooled = "-" if rep["weighted"] is None else f"{rep['weighted']:.4f}"
+            print(f"reported ({rep['rule']}: {rep['text']}): mean over clients {rep['mean']:.4f}, pooled {pooled}")
+        print(f"mean over clients is what FedBN, FRAug and Fed-CO (feature skew) report; pooled (correct/total) what FedNN and Fed-CO (label skew) report; results in {summary['out']}")
         return 0
     except FednbsError as e:
         print(f"fednbs: error: {e}", file=sys.stderr); return 2

@@ -900,5 +900,6 @@ def serve_clientapps(runtime_api_address: str, insecure: bool = True, root_certi
     from flwr.supercore.superexec import run_superexec as rs
     import flwr.supernode.runtime.run_clientapp, flwr.clientapp.client_app, fednbs.experiment  # warm: imported once, shared by every fork
     _exp.load_plugins()
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # its first use imports torch._dynamo (seconds)
     rs.get_executor = lambda *args, **kw: ForkExecutor()
     rs.run_superexec(runtime_api_address, insecure, root_certificates, parent_pid=parent_pid, runtime_dependency_install=False)

@@ -41,6 +41,8 @@ def framework_tax(algo_name: str = "fedbn", model: str = "digitmodel", data: Fed
                   lr: float = 0.01, batch_size: int = 32, epochs: int = 1, verbose: bool = True) -> dict:
     "Median seconds per round for bare PyTorch, the simulator's training, and the full round with evaluation."
     load = __import__("fednbs.experiment", fromlist=["load_plugins"]).load_plugins; load()
+    check(rounds >= 1, f"rounds must be 1 or more (got {rounds})", "time at least one round, e.g. rounds=2")
+    check(batch_size >= 2, f"batch_size must be 2 or more (got {batch_size}); BatchNorm cannot train on one image", "e.g. batch_size=32")
     data = data or random_federation()
     model_fn = lambda: build_model(model, data.num_classes, data.input_shape)
     task = Task(model_fn, data.client_names, data.num_classes, rounds=rounds * 2 + 2, local_epochs=epochs, lr=lr, batch_size=batch_size)
