@@ -6,9 +6,9 @@
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS', 'AVERAGES',
            'load_plugins', 'RunConfig', 'apply_preset', 'check_device', 'check_hparams', 'resolve', 'atomic_write',
            'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
-           'load_checkpoint', 'read_metrics', 'write_metrics', 'accuracy_series', 'select_report', 'summarize',
-           'format_table', 'convergence_figure', 'plot_convergence', 'make_engine', 'check_data_options', 'load_data',
-           'run_experiment']
+           'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report',
+           'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine', 'check_data_options',
+           'load_data', 'run_experiment']
 
 # %% ../nbs/31_experiment.ipynb #22154041
 import os, sys, csv, json, math, time, ast, importlib, pkgutil, logging, inspect
@@ -278,6 +278,12 @@ REPORTS = {"last": "last evaluation",
 AVERAGES = {"mean": "mean over clients (FedBN, FRAug, Fed-CO feature skew)",
             "weighted": "pooled = correct/total over all clients (FedNN, Fed-CO label skew)"}
 
+def check_report_data(rule: str, data):
+    "Refuse, before any training, a report rule that needs a validation split `data` lacks."
+    check(rule not in ("best_val", "best_mean_val") or all(c.x_val is not None for c in data.clients),
+          f"--report {rule} needs a validation split and {data.name} has none",
+          "add --data-option val_frac=0.1 (a validation split carved from each client's training data)")
+
 def accuracy_series(rows: list[dict], split: str = "test") -> dict:
     "`{model: {client: {round: accuracy}}}` of the `acc_*` rows of `split` (clients include 'mean' and 'weighted')."
     out = {}
@@ -441,6 +447,7 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     "Run (or resume) the experiment `cfg`; returns its summary (also written to `summary.json`)."
     cfg = resolve(cfg)
     data = load_data(cfg)
+    check_report_data(cfg.report, data)
     engine = make_engine(cfg, data)
     out, lock = prepare_out_dir(cfg)
     try: return _run(cfg, data, engine, out, stop_after)
