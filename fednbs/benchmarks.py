@@ -13,7 +13,8 @@ __all__ = ['PUBLISHED_MD5', 'PARTITION_DEFAULTS', 'DIGITS3_FILES', 'DIGITS5', 'F
            'folder_domain', 'pacs_folder_domains', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image',
            'list_domain', 'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10',
            'load_cifar100', 'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir',
-           'RandomResizedCropJitter', 'read_digits_pool', 'load_fraug_digits']
+           'RandomResizedCropJitter', 'read_digits_pool', 'load_fraug_digits', 'with_partition',
+           'cifar100_coarse_partition', 'load_cifar100_labelskew', 'with_augment_option']
 
 # %% ../nbs/03_benchmarks.ipynb #e01470ea
 import os, io, bz2, gzip, hashlib, importlib, inspect, pickle, tarfile, zipfile, zlib, struct, math
@@ -1030,3 +1031,80 @@ def load_fraug_digits(data_dir=None, seed: int = 0, size: int = 32, domains=None
     return build_federated("fraug_digits", doms, seed, o, 10, [str(i) for i in range(10)], size, IMAGENET_MEAN, IMAGENET_STD, aug,
                            notes=f"FRAug Digits protocol: pooled train+test, {1 - test_frac:.0%}/{test_frac:.0%} (seed {pool_seed}), "
                                  f"val_frac={o['val_frac']}, percent={o['percent']}, {size}px, ImageNet normalisation")
+
+# %% ../nbs/03_benchmarks.ipynb #5ce830fd
+import functools, tempfile
+from .partition import coarse_dirichlet_split, pooled_partition, fedco_label_feature, partition_rng
+
+def with_partition(loader: Callable, part: Partition, **kw) -> FederatedData:
+    "Call `loader` with the ready-made partition `part` (passed as a temporary `partition_file`)."
+    with tempfile.TemporaryDirectory() as tmp:
+        return loader(partition_file=str(part.save(Path(tmp) / "partition.json")), **kw)
+
+def cifar100_coarse_partition(data_dir=None, seed: int = 0, num_clients: int = 10, alpha: float = 0.3, verify: bool = True) -> Partition:
+    "Fed-CO's CIFAR-100 clients: the two-stage coarse/fine Dirichlet split of the pooled official train and test images."
+    base = data_root(data_dir)
+    raw = _cifar_members(base, "cifar-100-python", "cifar-100-python.tar.gz", ["train", "test"], verify)
+    if raw is None: raise missing("CIFAR-100", f"{base}/cifar-100-python or {base}/cifar-100-python.tar.gz",
+                                  f"get cifar-100-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html into {base} (or pass download=True)")
+    fine, coarse = [], []
+    for s in ("train", "test"):
+        d = safe_unpickle(raw[s], s, encoding="bytes")
+        check(isinstance(d, dict) and b"fine_labels" in d and b"coarse_labels" in d, f"CIFAR-100 {s} has no coarse labels", "use the official python version")
+        fine.append(np.asarray(d[b"fine_labels"], np.int64)); coarse.append(np.asarray(d[b"coarse_labels"], np.int64))
+    coarse_of = np.zeros(int(max(f.max() for f in fine)) + 1, np.int64)
+    coarse_of[np.concatenate(fine)] = np.concatenate(coarse)
+    parts = coarse_dirichlet_split(np.concatenate(fine), coarse_of, int(num_clients), float(alpha), partition_rng(seed, "cifar100", "labeldir100"))
+    return pooled_partition(parts, len(fine[0]), "cifar100", dict(scheme="labeldir100", alpha=alpha, seed=seed))
+
+@DATASETS.register("cifar100", "CIFAR-100 split into clients by label skew (default FedDC Dirichlet alpha=0.3, 10 clients; Fed-CO's coarse split: partition=labeldir100)")
+def load_cifar100_labelskew(data_dir=None, seed: int = 0, verify: bool = True, download: bool = False, **options) -> FederatedData:
+    "`load_cifar100`, plus Fed-CO's two-stage coarse-label Dirichlet split with `partition='labeldir100'`."
+    if options.get("partition") != "labeldir100": return load_cifar100(data_dir, seed, verify, download, **options)
+    o = {k: v for k, v in options.items() if k not in ("partition", "num_clients", "clients_per_domain", "alpha")}
+    n = options.get("num_clients") or options.get("clients_per_domain") or 10
+    if download: load_cifar100(data_dir, seed, verify, True, partition="iid", clients_per_domain=1)   # fetch the files once
+    part = cifar100_coarse_partition(data_dir, seed, n, options.get("alpha", 0.3), verify)
+    fd = with_partition(load_cifar100, part, data_dir=data_dir, seed=seed, verify=verify, **o)
+    fd.notes = fd.notes.replace("partition=dirichlet", "partition=labeldir100 (Fed-CO's coarse-label Dirichlet)")
+    return fd
+
+# %% ../nbs/03_benchmarks.ipynb #f0c8d50c
+_FEDCO_LF = {"office_caltech10": (("office_caltech_10", "office_caltech10", "OfficeCaltech10"), OFFICE_SITES, OFFICE_CLASSES, (0.5, 0.4), _OFFICE_GET, False),
+             "domainnet": (("DomainNet", "domainnet"), DOMAINNET_SITES, DOMAINNET_TOP10, (0.05, 0.05), _DOMAINNET_GET, True)}
+
+def _fedco_label_feature_loader(name: str, plain: Callable) -> Callable:
+    "`plain` (Office-Caltech10's or DomainNet's loader), plus Fed-CO's label + feature skew clients with `partition='fedco_label_feature'`."
+    def load(data_dir=None, seed: int = 0, size: int = 64, domains=None, protocol: str = "fedbn", split_seed: int = 0, **options) -> FederatedData:
+        if options.get("partition") != "fedco_label_feature": return plain(data_dir, seed, size, domains, protocol, split_seed, **options)
+        folders, sites, classes, fracs, get, txt = _FEDCO_LF[name]
+        o = partition_options(name, plain, {k: v for k, v in options.items() if k not in ("partition", "alpha")})
+        base = data_root(data_dir)
+        doms = list_benchmark(name, base, folders, pick_domains(name, domains, sites), classes, protocol, fracs, get.format(root=base), split_seed, txt=txt)
+        part = fedco_label_feature({d.name: d.labels() for d in doms}, name, options.get("alpha", 0.3), seed)
+        build = lambda partition_file: build_federated(name, doms, seed, {**o, "partition_file": partition_file}, 10, classes, size, (0., 0., 0.), (1., 1., 1.),
+                                                       FlipRotate(30), notes=f"{name}, Fed-CO label + feature skew subsets (alpha={options.get('alpha', 0.3)}), {size}x{size}")
+        return with_partition(build, part)
+    functools.update_wrapper(load, plain)
+    load.__doc__ = f"{plain.__doc__} With `partition='fedco_label_feature'`: Fed-CO's label + feature skew clients."
+    return load
+
+for _n, _f in (("office_caltech10", load_office_caltech10), ("domainnet", load_domainnet)):
+    DATASETS.register(_n, DATASETS.docs[_n])(_fedco_label_feature_loader(_n, _f))
+
+# %% ../nbs/03_benchmarks.ipynb #c680bbaf
+def with_augment_option(fn: Callable) -> Callable:
+    "Dataset loader `fn` with one more option, `augment`: 0 (or False) drops the benchmark's training augmentation."
+    sig = inspect.signature(fn)
+    if "augment" in sig.parameters: return fn
+    @functools.wraps(fn)
+    def load(*args, augment=True, **kw) -> FederatedData:
+        check(augment in (0, 1), f"augment must be 0 or 1 (got {augment!r})", "pass --data-option augment=0 to train without augmentation")
+        fd = fn(*args, **kw)
+        if not augment and fd.augment is not None: fd.augment, fd.notes = None, f"{fd.notes}; no augmentation"
+        return fd
+    ps = list(sig.parameters.values()); i = next((k for k, p in enumerate(ps) if p.kind == p.VAR_KEYWORD), len(ps))
+    load.__signature__ = sig.replace(parameters=ps[:i] + [inspect.Parameter("augment", inspect.Parameter.KEYWORD_ONLY, default=True)] + ps[i:])
+    return load
+
+for _n in DATASETS.names(): DATASETS.items[_n] = with_augment_option(DATASETS.items[_n])

@@ -247,7 +247,7 @@ def make_partition(labels: dict, scheme: str = "iid", seed: int = 0, clients_per
         sizes[d] = {"train": len(y_all), "test": len(yt)}
         check(len(y) >= P, f"domain '{d}' has {len(y)} training images for {P} clients", "use fewer clients per domain")
         check(mode != "split" or len(yt) >= P, f"domain '{d}' has {len(yt)} test images for {P} clients, so some would have none",
-              "use fewer clients per domain, or a test mode that shares the test images (test='match' or 'full')")
+              "use fewer clients per domain, or let them share the test pool (test='full', on the command line --data-option test=full)")
         own_test = None
         if scheme == "iid": tr = iid_split(len(y), P, rng); own_test = iid_split(len(yt), P, rng)
         elif scheme == "dirichlet": tr = dirichlet_equal(y, P, alpha, rng)
