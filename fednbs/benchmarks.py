@@ -12,7 +12,7 @@ __all__ = ['PUBLISHED_MD5', 'PARTITION_DEFAULTS', 'DIGITS3_FILES', 'DIGITS5', 'F
            'read_mnistm_raw', 'fedbn_partitions', 'read_digits_domain', 'load_digits', 'find_domain_dirs',
            'folder_domain', 'pacs_folder_domains', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image',
            'list_domain', 'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10',
-           'load_cifar100', 'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir',
+           'load_cifar100', 'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir', 'hue_shift',
            'RandomResizedCropJitter', 'read_digits_pool', 'load_fraug_digits', 'with_partition',
            'cifar100_coarse_partition', 'load_cifar100_labelskew', 'with_augment_option']
 
@@ -949,6 +949,18 @@ def shared_data_dir() -> Path|None:
     return next((Path(c) for c in cands if c and Path(c).is_dir()), None)
 
 # %% ../nbs/03_benchmarks.ipynb #f6f5063b
+def hue_shift(x: Tensor, h: Tensor) -> Tensor:
+    "RGB images `x` (N,3,H,W in [0, 1]) with their hue turned by `h` (N,) of a full turn: HSV round trip for the whole batch at once."
+    r, g, b = x.unbind(1)
+    mx, mn = x.amax(1), x.amin(1); d = mx - mn; dc = d.clamp_min(1e-12)
+    s = torch.where(mx > 0, d / mx.clamp_min(1e-12), torch.zeros_like(mx))
+    hue = torch.where(mx == r, ((g - b) / dc) % 6, torch.where(mx == g, (b - r) / dc + 2, (r - g) / dc + 4)) / 6
+    hue = (torch.where(d > 0, hue, torch.zeros_like(hue)) + h.view(-1, 1, 1)) % 1.0
+    sector = torch.floor(hue * 6); f = hue * 6 - sector; k = sector.long() % 6
+    p, q, t = mx * (1 - s), mx * (1 - s * f), mx * (1 - s * (1 - f))
+    pick = lambda *c: torch.stack(c, 0).gather(0, k[None]).squeeze(0)        # the RGB order of each hue sector
+    return torch.stack([pick(mx, q, p, p, t, mx), pick(t, mx, mx, q, p, p), pick(p, p, t, mx, mx, q)], 1)
+
 class RandomResizedCropJitter:
     "FRAug's augmentation on a batch of normalised images: random resized crop (`scale`), colour jitter, random grayscale, optional flip."
     def __init__(self, mean, std, scale=(0.7, 1.0), jitter: float = 0.3, gray_p: float = 0.1, flip: bool = False):
@@ -969,14 +981,12 @@ class RandomResizedCropJitter:
         return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
     def color(self, x: Tensor) -> Tensor:
         "Brightness, contrast, saturation and hue jitter, one random factor per image, on [0, 1] RGB."
-        from torchvision.transforms.v2.functional import adjust_hue
         n, j = len(x), self.jitter
         f = lambda: torch.empty(n, 1, 1, 1, device=x.device).uniform_(1 - j, 1 + j)
         x = (x * f()).clamp(0, 1)
         m = self.gray(x).mean((1, 2, 3), keepdim=True); x = ((x - m) * f() + m).clamp(0, 1)
         g = self.gray(x); x = ((x - g) * f() + g).clamp(0, 1)
-        hue = torch.empty(n).uniform_(-min(j, 0.5), min(j, 0.5))
-        return torch.stack([adjust_hue(xi, float(h)) for xi, h in zip(x, hue)])
+        return hue_shift(x, torch.empty(n, device=x.device).uniform_(-min(j, 0.5), min(j, 0.5)))
     def __call__(self, x: Tensor) -> Tensor:
         m, s = self.mean.to(x.device), self.std.to(x.device)
         x = self.crop((x * s + m).clamp(0, 1))
