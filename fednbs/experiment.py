@@ -414,7 +414,7 @@ def make_engine(cfg: RunConfig, data: FederatedData):
     return Simulator(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
 
 def check_data_options(name: str, options: dict):
-    "Check `options` against the loader's numeric defaults: a number where it takes one, whole where whole, above 0 where its default is."
+    "Check `options` against the loader's numeric defaults: a number where it takes one, whole where whole, above 0 where its default is (seeds: 0 or more)."
     params = inspect.signature(DATASETS[name]).parameters
     for k, v in options.items():
         d = params[k].default if k in params else None
@@ -422,7 +422,8 @@ def check_data_options(name: str, options: dict):
         flag = f"--data-option {k}"
         _finite(v, flag)
         if isinstance(d, int): check(float(v).is_integer(), f"{flag} must be a whole number (got {v})", f"e.g. {k}={d}")
-        if d > 0: check(v > 0, f"{flag} must be above 0 (got {v})", f"e.g. {k}={d} (the default)")
+        if k.endswith("seed"): check(v >= 0, f"{flag} must be 0 or more (got {v})", f"e.g. {k}={d}")
+        elif d > 0: check(v > 0, f"{flag} must be above 0 (got {v})", f"e.g. {k}={d} (the default)")
 
 def load_data(cfg: RunConfig) -> FederatedData:
     "The resolved configuration's dataset, seeded."
