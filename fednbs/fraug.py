@@ -149,7 +149,7 @@ class FRAug(Algorithm):
         "bn_mode": ("bn_all", "classifier BN entries kept local: bn_all (paper and authors' code: every BN entry), bn_stats_only, bn_affine_only, none"),
         "gen_bn_local": (False, "keep the generator's BN layers local (OfficeHome code)"),
         "use_generator": (True, "ablation: shared generator (off: the RTNet transforms noise)"),
-        "use_rtnet": (True, "ablation: local RTNet (off: the generator output is the residual)"),
+        "use_rtnet": (True, "ablation: local RTNet (off: the generator output goes to the head directly, as the authors' use_FTNet=False)"),
         "use_proto": (True, "ablation: prototype-anchored synthetic embeddings"),
     }
     defaults = {"momentum": 0.5}
