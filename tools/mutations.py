@@ -127,6 +127,25 @@ MUTATIONS = [
          replace='update_prototypes(proto, u, y, 1 - ema_rate(',
          tests=['nbs/22_fraug.ipynb'],
          what="FRAug's prototype EMA rate inverted (1 - lambda_c)"),
+]
+
+MUTATIONS += [
+    # --- method defaults, LG-FedAvg's shared layers, FedProx's unsquared norm ---------------------
+    dict(name="setup_ignores_defaults", notebook="nbs/10_algorithm.ipynb",
+         find='self.task, self._work = task.prefer(self.defaults), {}',
+         replace='self.task, self._work = task.prefer({}), {}',
+         tests=["nbs/10_algorithm.ipynb", "nbs/11_classic.ipynb", "nbs/12_drift_correction.ipynb"],
+         what="a method's defaults (e.g. FedBN's uniform weighting) ignored when used from Python"),
+    dict(name="prox_l2_no_half", notebook="nbs/11_classic.ipynb",
+         find='return 0.5 * (sq if squared else torch.sqrt(sq + 1e-12))',
+         replace='return 0.5 * sq if squared else torch.sqrt(sq + 1e-12)',
+         tests=["nbs/11_classic.ipynb"],
+         what="FedProx prox_norm='l2' without the 1/2 of the FedBN code"),
+    dict(name="lgfedavg_whole_head", notebook="nbs/13_personalized.ipynb",
+         find='shared = set().union(*[module_entries(m, l) for l in layers[-int(self.global_layers):]])',
+         replace='shared = part_names(m, "head")',
+         tests=["nbs/13_personalized.ipynb"],
+         what="LG-FedAvg shares the whole head whatever global_layers says"),
     # --- Fed-CO (nbs/21_fedco.ipynb) -------------------------------------------------------------
     dict(name="fedco_upload_online_head", notebook="nbs/21_fedco.ipynb",
          find='msg.update(pack("head", clone_state(offline.head.state_dict())))',
