@@ -159,7 +159,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
     check(cfg.sampling != "all" or cfg.fraction == 1, f"--fraction {cfg.fraction} has no effect with --sampling all (every client trains every round)",
           "add --sampling fraction (or bernoulli) to train that fraction of clients per round")
     check(cfg.weighting in ("samples", "uniform"), f"unknown --weighting '{cfg.weighting}'", "use samples or uniform")
-    check(cfg.engine in ("inprocess", "flower"), f"unknown --engine '{cfg.engine}'", "use inprocess or flower")
+    check(cfg.engine in ("inprocess", "flower", "batched"), f"unknown --engine '{cfg.engine}'", "use inprocess, batched or flower")
     check(cfg.report in ("last", "best_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
           "use last, best_val (FRAug), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
     check_device(cfg.device)
@@ -411,6 +411,8 @@ def make_engine(cfg: RunConfig, data: FederatedData):
         try: from fednbs.flower import FlowerEngine
         except ImportError: raise FednbsError('--engine flower needs Flower; install it with pip install "fednbs[flower]"') from None
         return FlowerEngine(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
+    if cfg.engine == "batched":  # in process, clients of a round stacked (fednbs.batched)
+        from fednbs.batched import BatchedSimulator as Simulator
     return Simulator(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
 
 def check_data_options(name: str, options: dict):
