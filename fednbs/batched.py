@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['batched_capable', 'Job', 'record_job', 'train_stacked', 'BatchedSimulator', 'bench_batched']
 
-# %% ../nbs/34_batched.ipynb #54a7f1cb
+# %% ../nbs/34_batched.ipynb #215894db
 import math, time
 from dataclasses import dataclass, field
 import torch
@@ -20,14 +20,14 @@ from .aggregation import sample_clients
 from .simulation import Simulator
 from .classic import FedAvg, FedBN, FedProx, Local
 
-# %% ../nbs/34_batched.ipynb #bf32118a
+# %% ../nbs/34_batched.ipynb #90d27f9e
 def batched_capable(algo: Algorithm) -> bool:
     "Whether `algo`'s class itself declares `supports_batched = True` (a subclass that changes the local step must declare it again)."
     return bool(type(algo).__dict__.get("supports_batched", False))
 
 for _cls in (FedAvg, FedBN, FedProx, Local): _cls.supports_batched = True
 
-# %% ../nbs/34_batched.ipynb #ea3f8e3b
+# %% ../nbs/34_batched.ipynb #e979bca4
 class _Recorded(Exception):
     "Raised by the recorder to stop a client's `local_update` at the start of its training loop."
 
@@ -64,7 +64,7 @@ def record_job(algo: Algorithm, state: dict, message: Message, data: ClientData,
     if "job" not in out: raise _NotBatchable("local_update did not call train_local")
     return out["job"]
 
-# %% ../nbs/34_batched.ipynb #cecd2b37
+# %% ../nbs/34_batched.ipynb #f674f625
 def _sgd_step(P: dict, mom: dict, active: list[int], K: int, lr: float, t, first: bool):
     "`torch.optim.SGD`'s step (weight decay, momentum, optional per-client gradient clipping) on the active clients' rows only."
     rows = None if len(active) == K else torch.tensor(active, device=next(iter(P.values())).device)
@@ -85,7 +85,7 @@ def _sgd_step(P: dict, mom: dict, active: list[int], K: int, lr: float, t, first
         else: p.data[rows] = w - lr * d
         p.grad = None
 
-# %% ../nbs/34_batched.ipynb #de765a61
+# %% ../nbs/34_batched.ipynb #24671246
 class _ClientView:
     "What a loss function sees of client `i` in a stacked model: its logits for the batch and its own parameters."
     def __init__(self, logits: Tensor, params: dict[str, Tensor], i: int): self.logits, self.params, self.i = logits, params, i
@@ -129,7 +129,7 @@ def train_stacked(jobs: list[Job], rnd: int, task) -> list[tuple[dict, float]]:
     return [({**{n: P[n][k].detach().clone() for n in P}, **{n: B[n][k].clone() for n in B}}, float(totals[k]) / max(seen[k], 1))
             for k in range(K)]
 
-# %% ../nbs/34_batched.ipynb #6a709950
+# %% ../nbs/34_batched.ipynb #4405b4b2
 class BatchedSimulator(Simulator):
     "The in-process `Simulator`, training the round's clients of a `supports_batched` algorithm as stacked models."
     def __init__(self, *args, **kw):
@@ -167,7 +167,7 @@ class BatchedSimulator(Simulator):
         self.batched_rounds += 1
         return rows
 
-# %% ../nbs/34_batched.ipynb #707f9f97
+# %% ../nbs/34_batched.ipynb #3a13b42a
 def bench_batched(algo: str = "fedavg", model: str = "cnn", clients: int = 10, n_train: int = 100, rounds: int = 1,
                   device: str = "cpu", norm: str|None = None, batch_size: int = 32, seed: int = 0) -> dict:
     "Seconds per round (after one warm-up round) of the sequential and the batched simulator on random images, and the GPU's peak memory."

@@ -194,9 +194,10 @@ def lock_run_dir(out: Path):
     f = open(out / LOCK_FILE, "a")
     if fcntl is None: return f
     try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         f.close()
         raise FednbsError(f"another fednbs run is using {out} right now; wait for it to finish, or pass another --out") from None
+    except OSError: log.warning(f"{out} cannot be locked (its file system has no locks): do not start a second run on it")
     return f
 
 def prepare_out_dir(cfg: RunConfig):
@@ -411,9 +412,10 @@ def make_engine(cfg: RunConfig, data: FederatedData):
         try: from fednbs.flower import FlowerEngine
         except ImportError: raise FednbsError('--engine flower needs Flower; install it with pip install "fednbs[flower]"') from None
         return FlowerEngine(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
+    engine = Simulator
     if cfg.engine == "batched":  # in process, clients of a round stacked (fednbs.batched)
-        from fednbs.batched import BatchedSimulator as Simulator
-    return Simulator(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
+        from fednbs.batched import BatchedSimulator as engine
+    return engine(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
 
 def check_data_options(name: str, options: dict):
     "Check `options` against the loader's numeric defaults: a number where it takes one, whole where whole, above 0 where its default is (seeds: 0 or more)."
