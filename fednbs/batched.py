@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['batched_capable', 'Job', 'record_job', 'train_stacked', 'BatchedSimulator', 'bench_batched']
 
-# %% ../nbs/34_batched.ipynb #215894db
+# %% ../nbs/34_batched.ipynb #bb72b1bc
 import math, time
 from dataclasses import dataclass, field
 import torch
@@ -20,14 +20,16 @@ from .aggregation import sample_clients
 from .simulation import Simulator
 from .classic import FedAvg, FedBN, FedProx, Local
 
-# %% ../nbs/34_batched.ipynb #90d27f9e
+from .personalized import FedPer, LGFedAvg
+
+# %% ../nbs/34_batched.ipynb #838be9d7
 def batched_capable(algo: Algorithm) -> bool:
     "Whether `algo`'s class itself declares `supports_batched = True` (a subclass that changes the local step must declare it again)."
     return bool(type(algo).__dict__.get("supports_batched", False))
 
-for _cls in (FedAvg, FedBN, FedProx, Local): _cls.supports_batched = True
+for _cls in (FedAvg, FedBN, FedProx, Local, FedPer, LGFedAvg): _cls.supports_batched = True
 
-# %% ../nbs/34_batched.ipynb #e979bca4
+# %% ../nbs/34_batched.ipynb #a1eff352
 class _Recorded(Exception):
     "Raised by the recorder to stop a client's `local_update` at the start of its training loop."
 
@@ -43,19 +45,23 @@ class Job:
     batches: list                    # [(x, y)] in the order train_local would see them (augmentation applied)
     loss_fn: object = None           # None: cross-entropy
     rng_after: Tensor|None = None    # torch's CPU RNG state after the batches were drawn
-    def signature(self) -> tuple: return (type(self.model), tuple((k, tuple(v.shape), v.dtype) for k, v in self.start.items()))
+    trainable: tuple = ()            # names of the parameters the optimiser updates (the others stay as they are)
+    def signature(self) -> tuple:
+        return (type(self.model), self.trainable, tuple((k, tuple(v.shape), v.dtype) for k, v in self.start.items()))
 
 def record_job(algo: Algorithm, state: dict, message: Message, data: ClientData, rnd: int) -> Job:
     "Run `algo.local_update` on a copy of `state` up to its call of `train_local` and capture what that call would train."
     out = {}
     def recorder(model, data_, rnd_, loss_fn=None, opt=None, epochs=None, params=None):
-        if opt is not None or params is not None or out or any(not p.requires_grad for p in model.parameters()):
-            raise _NotBatchable("custom optimiser, parameter subset or several training loops")
+        if opt is not None or out: raise _NotBatchable("custom optimiser or several training loops")
+        ids = {id(p) for p in (model.parameters() if params is None else params)}
+        trainable = tuple(n for n, p in model.named_parameters() if id(p) in ids)
+        if len(ids) != len(trainable): raise _NotBatchable("parameters from outside the model")
         t = algo.task
         batches = [b for _ in range(t.local_epochs if epochs is None else epochs)
                    for b in iterate_batches(data_.x_train, data_.y_train, t.batch_size, augment=t.augment)]
         out["job"] = Job(data_.name, model, {k: v.detach().clone() for k, v in model.state_dict().items()}, batches, loss_fn,
-                         torch.random.get_rng_state())
+                         torch.random.get_rng_state(), trainable)
         raise _Recorded()
     algo.train_local = recorder
     try: algo.local_update(tree_clone(state), message, data, rnd)
@@ -64,7 +70,7 @@ def record_job(algo: Algorithm, state: dict, message: Message, data: ClientData,
     if "job" not in out: raise _NotBatchable("local_update did not call train_local")
     return out["job"]
 
-# %% ../nbs/34_batched.ipynb #f674f625
+# %% ../nbs/34_batched.ipynb #ee484e9d
 def _sgd_step(P: dict, mom: dict, active: list[int], K: int, lr: float, t, first: bool):
     "`torch.optim.SGD`'s step (weight decay, momentum, optional per-client gradient clipping) on the active clients' rows only."
     rows = None if len(active) == K else torch.tensor(active, device=next(iter(P.values())).device)
@@ -85,7 +91,7 @@ def _sgd_step(P: dict, mom: dict, active: list[int], K: int, lr: float, t, first
         else: p.data[rows] = w - lr * d
         p.grad = None
 
-# %% ../nbs/34_batched.ipynb #24671246
+# %% ../nbs/34_batched.ipynb #b5c46083
 class _ClientView:
     "What a loss function sees of client `i` in a stacked model: its logits for the batch and its own parameters."
     def __init__(self, logits: Tensor, params: dict[str, Tensor], i: int): self.logits, self.params, self.i = logits, params, i
@@ -100,7 +106,7 @@ def train_stacked(jobs: list[Job], rnd: int, task) -> list[tuple[dict, float]]:
     pnames = [n for n, _ in model.named_parameters()]
     P = {n: torch.stack([j.start[n] for j in jobs]).requires_grad_() for n in pnames}
     B = {n: torch.stack([j.start[n] for j in jobs]) for n, _ in model.named_buffers()}
-    mom = {n: torch.zeros_like(p) for n, p in P.items()} if t.momentum else {}
+    mom = {n: torch.zeros_like(P[n]) for n in jobs[0].trainable} if t.momentum else {}
     totals = [torch.zeros((), dtype=torch.float64, device=t.device) for _ in jobs]; seen = [0] * K
     fwd = vmap(lambda p, b, x: functional_call(model, (p, b), (x,)))
     lr = t.lr_at(rnd)
@@ -125,11 +131,12 @@ def train_stacked(jobs: list[Job], rnd: int, task) -> list[tuple[dict, float]]:
                 with torch.no_grad():
                     for n in B: B[n][ii] = b[n]
             for r, k in enumerate(idx): totals[k] += losses[r].detach() * len(y[r]); seen[k] += len(y[r])
-        with torch.no_grad(): _sgd_step(P, mom, active, K, lr, t, first=s == 0)
+        with torch.no_grad(): _sgd_step({n: P[n] for n in jobs[0].trainable}, mom, active, K, lr, t, first=s == 0)
+        for v in P.values(): v.grad = None
     return [({**{n: P[n][k].detach().clone() for n in P}, **{n: B[n][k].clone() for n in B}}, float(totals[k]) / max(seen[k], 1))
             for k in range(K)]
 
-# %% ../nbs/34_batched.ipynb #4405b4b2
+# %% ../nbs/34_batched.ipynb #f3185e60
 class BatchedSimulator(Simulator):
     "The in-process `Simulator`, training the round's clients of a `supports_batched` algorithm as stacked models."
     def __init__(self, *args, **kw):
@@ -167,7 +174,7 @@ class BatchedSimulator(Simulator):
         self.batched_rounds += 1
         return rows
 
-# %% ../nbs/34_batched.ipynb #3a13b42a
+# %% ../nbs/34_batched.ipynb #1e907073
 def bench_batched(algo: str = "fedavg", model: str = "cnn", clients: int = 10, n_train: int = 100, rounds: int = 1,
                   device: str = "cpu", norm: str|None = None, batch_size: int = 32, seed: int = 0) -> dict:
     "Seconds per round (after one warm-up round) of the sequential and the batched simulator on random images, and the GPU's peak memory."
