@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['batched_capable', 'Job', 'record_job', 'train_stacked', 'BatchedSimulator', 'bench_batched']
 
-# %% ../nbs/34_batched.ipynb #3c548fec
+# %% ../nbs/34_batched.ipynb #94cb7682
 import math, time
 from dataclasses import dataclass, field
 import torch
@@ -22,14 +22,14 @@ from .classic import FedAvg, FedBN, FedProx, Local
 
 from .personalized import FedPer, LGFedAvg
 
-# %% ../nbs/34_batched.ipynb #31bb2b6b
+# %% ../nbs/34_batched.ipynb #a20ff599
 def batched_capable(algo: Algorithm) -> bool:
     "Whether `algo`'s class itself declares `supports_batched = True` (a subclass that changes the local step must declare it again)."
     return bool(type(algo).__dict__.get("supports_batched", False))
 
 for _cls in (FedAvg, FedBN, FedProx, Local, FedPer, LGFedAvg): _cls.supports_batched = True
 
-# %% ../nbs/34_batched.ipynb #c919937b
+# %% ../nbs/34_batched.ipynb #21b90c80
 class _Recorded(Exception):
     "Raised by the recorder to stop a client's `local_update` at the start of its training loop."
 
@@ -70,7 +70,7 @@ def record_job(algo: Algorithm, state: dict, message: Message, data: ClientData,
     if "job" not in out: raise _NotBatchable("local_update did not call train_local")
     return out["job"]
 
-# %% ../nbs/34_batched.ipynb #70cddfe5
+# %% ../nbs/34_batched.ipynb #3d0c4c9b
 def _sgd_step(P: dict, mom: dict, active: list[int], K: int, lr: float, t, first: bool):
     "`torch.optim.SGD`'s step (weight decay, momentum, optional per-client gradient clipping) on the active clients' rows only."
     rows = None if len(active) == K else torch.tensor(active, device=next(iter(P.values())).device)
@@ -91,7 +91,7 @@ def _sgd_step(P: dict, mom: dict, active: list[int], K: int, lr: float, t, first
         else: p.data[rows] = w - lr * d
         p.grad = None
 
-# %% ../nbs/34_batched.ipynb #c606fa74
+# %% ../nbs/34_batched.ipynb #3b6a237e
 class _ClientView:
     "What a loss function sees of client `i` in a stacked model: its logits for the batch and its own parameters."
     def __init__(self, logits: Tensor, params: dict[str, Tensor], i: int): self.logits, self.params, self.i = logits, params, i
@@ -136,7 +136,7 @@ def train_stacked(jobs: list[Job], rnd: int, task) -> list[tuple[dict, float]]:
     return [({**{n: P[n][k].detach().clone() for n in P}, **{n: B[n][k].clone() for n in B}}, float(totals[k]) / max(seen[k], 1))
             for k in range(K)]
 
-# %% ../nbs/34_batched.ipynb #f3ca526c
+# %% ../nbs/34_batched.ipynb #335b8638
 class BatchedSimulator(Simulator):
     "The in-process `Simulator`, training the round's clients of a `supports_batched` algorithm as stacked models."
     def __init__(self, *args, **kw):
@@ -174,7 +174,7 @@ class BatchedSimulator(Simulator):
         self.batched_rounds += 1
         return rows
 
-# %% ../nbs/34_batched.ipynb #34c8c169
+# %% ../nbs/34_batched.ipynb #66701ef0
 def bench_batched(algo: str = "fedavg", model: str = "cnn", clients: int = 10, n_train: int = 100, rounds: int = 1,
                   device: str = "cpu", norm: str|None = None, batch_size: int = 32, seed: int = 0) -> dict:
     "Seconds per round (after one warm-up round) of the sequential and the batched simulator on random images, and the GPU's peak memory."
