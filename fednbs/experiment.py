@@ -322,14 +322,17 @@ def select_report(rows: list[dict], rule: str, clients: list[str], headline: str
             v = val.get(headline, val[m])["mean"]
             best = max(sorted(v), key=lambda r: (v[r], -r))
             pick = {c: [best] for c in [*clients, "mean", "weighted"]}
-        per_client = {c: sum(acc[c][r] for r in pick[c]) / len(pick[c]) for c in clients if c in pick and c in acc}
+        per_client, rounds = {}, {}
+        for c in clients:   # a client that missed a selected evaluation (a Flower node down) is left out of it
+            got = [r for r in pick.get(c, []) if r in acc.get(c, {})]
+            if got and (rule == "tail_mean" or len(got) == len(pick[c])):
+                per_client[c], rounds[c] = sum(acc[c][r] for r in got) / len(got), got if rule == "tail_mean" else got[0]
         if rule == "best_val":   # per-client rounds differ: average the selected accuracies
             mean, weighted = sum(per_client.values()) / len(per_client), _pooled(per_client, sizes)
         else:
             mean = sum(acc["mean"][r] for r in pick["mean"]) / len(pick["mean"])
             weighted = sum(acc["weighted"][r] for r in pick["weighted"]) / len(pick["weighted"])
-        out[m] = {"mean": mean, "weighted": weighted, "per_client": per_client,
-                  "rounds": {c: pick[c] if rule == "tail_mean" else pick[c][0] for c in per_client}}
+        out[m] = {"mean": mean, "weighted": weighted, "per_client": per_client, "rounds": rounds}
     return out
 
 # %% ../nbs/31_experiment.ipynb #4706909a
