@@ -51,6 +51,8 @@ RUN_HELP = {
     "seed": "random seed (data split, initialisation, sampling, training)", "sampling": "client sampling: all, fraction or bernoulli",
     "fraction": "fraction of clients per round (fraction/bernoulli sampling)", "weighting": "aggregation weights: samples or uniform",
     "eval_every": "evaluate every N rounds (and always after the last)", "engine": "inprocess (default), batched (in process, clients stacked) or flower",
+    "client_states": "where client states wait between rounds: memory, or disk (one file per client in the run folder, "
+                     "loaded while the client trains; for many personalised clients)",
     "device": "auto, cpu or cuda", "checkpoint_every": "write the checkpoint every N rounds", "out": "output folder",
     "report": "which evaluation the summary reports: last, best_val (per client, best validation round: FRAug), "
               "best_mean_val (best mean validation round: Fed-CO) or tail_mean (mean over the last --report-window rounds)",

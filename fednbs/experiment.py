@@ -11,7 +11,7 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_FILES', 'RESUME_FR
            'load_data', 'run_experiment']
 
 # %% ../nbs/31_experiment.ipynb #22154041
-import os, sys, csv, json, math, time, ast, importlib, pkgutil, logging, inspect
+import os, sys, csv, json, math, time, ast, importlib, pkgutil, logging, inspect, shutil
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 import torch
@@ -36,7 +36,7 @@ def load_plugins():
 # %% ../nbs/31_experiment.ipynb #0f8c1714
 DEFAULTS = dict(algo="fedbn", data="skdigits", model="cnn", norm="default", rounds=20, local_epochs=1, lr=0.01,
                 batch_size=32, momentum=0.0, weight_decay=0.0, grad_clip=0.0, lr_decay=1.0, seed=0, sampling="all",
-                fraction=1.0, weighting="samples", eval_every=1, engine="inprocess", device="auto", checkpoint_every=1,
+                fraction=1.0, weighting="samples", eval_every=1, engine="inprocess", client_states="memory", device="auto", checkpoint_every=1,
                 report="last", report_window=10)
 
 @dataclass
@@ -62,6 +62,7 @@ class RunConfig:
     weighting: str|None = None
     eval_every: int|None = None
     engine: str|None = None
+    client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None
     checkpoint_every: int|None = None
     report: str|None = None        # which evaluation the summary reports: last, best_val, best_mean_val or tail_mean
@@ -160,6 +161,9 @@ def resolve(cfg: RunConfig) -> RunConfig:
           "add --sampling fraction (or bernoulli) to train that fraction of clients per round")
     check(cfg.weighting in ("samples", "uniform"), f"unknown --weighting '{cfg.weighting}'", "use samples or uniform")
     check(cfg.engine in ("inprocess", "flower", "batched"), f"unknown --engine '{cfg.engine}'", "use inprocess, batched or flower")
+    check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
+    check(cfg.client_states == "memory" or cfg.engine != "flower", "--client-states disk applies to the in-process engines; "
+          "with --engine flower every client keeps its own state on its node", "leave out --client-states, or use --engine inprocess or batched")
     check(cfg.report in ("last", "best_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
           "use last, best_val (FRAug), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
     check_device(cfg.device)
@@ -225,7 +229,7 @@ def prepare_out_dir(cfg: RunConfig):
     return out, lock
 
 # %% ../nbs/31_experiment.ipynb #57018e5b
-RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window")
+RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states")
 
 def fingerprint(cfg: RunConfig|dict) -> dict:
     "The settings a checkpoint must agree with to be resumed."
@@ -401,8 +405,8 @@ def plot_convergence(rows: list[dict], path: Path, title: str = "", split: str =
     atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110))
 
 # %% ../nbs/31_experiment.ipynb #85f37fb1
-def make_engine(cfg: RunConfig, data: FederatedData):
-    "The engine (in-process simulator or Flower) for a resolved `cfg` and its data."
+def make_engine(cfg: RunConfig, data: FederatedData, states=None):
+    "The engine (in-process simulator or Flower) for a resolved `cfg` and its data; `states`: the in-process engines' client-state store."
     device = check_device(cfg.device)
     data = FederatedData(data.name, [c.to(device) for c in data.clients], data.num_classes, data.classes, data.augment, data.notes)
     build_model(cfg.model, data.num_classes, data.input_shape, cfg.norm, cfg.pretrained)  # fails early on a mismatch
@@ -418,7 +422,7 @@ def make_engine(cfg: RunConfig, data: FederatedData):
     engine = Simulator
     if cfg.engine == "batched":  # in process, clients of a round stacked (fednbs.batched)
         from fednbs.batched import BatchedSimulator as engine
-    return engine(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
+    return engine(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast, states=states)
 
 def check_data_options(name: str, options: dict):
     "Check `options` against the loader's numeric defaults: a number where it takes one, whole where whole, above 0 where its default is (seeds: 0 or more)."
@@ -456,16 +460,21 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     cfg = resolve(cfg)
     data = load_data(cfg)
     check_report_data(cfg.report, data)
-    engine = make_engine(cfg, data)
+    engine = make_engine(cfg, data) if cfg.client_states == "memory" else None
     out, lock = prepare_out_dir(cfg)
-    try: return _run(cfg, data, engine, out, stop_after)
+    try:
+        if engine is None:  # client states on disk, in the run folder
+            from fednbs.state_store import DiskStates
+            if not cfg.resume: shutil.rmtree(out / "client_states", ignore_errors=True)
+            engine = make_engine(cfg, data, states=DiskStates(out / "client_states"))
+        return _run(cfg, data, engine, out, stop_after)
     finally: lock.close()
 
 def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int|None) -> dict:
     _start(cfg, out, engine)
     metrics_path, ckpt = out / "metrics.csv", out / "checkpoint.pt"
     algo_cls = ALGORITHMS[cfg.algo]
-    from tqdm.auto import tqdm
+    from tqdm import tqdm   # a text bar on stderr: no widget library needed in Jupyter
     bar = tqdm(total=cfg.rounds, initial=engine.round, desc=f"{cfg.algo} on {cfg.data}", unit="round", disable=cfg.quiet, file=sys.stderr)
     t0, done = time.perf_counter(), 0
     def on_round(rnd: int, rows: list[dict]):

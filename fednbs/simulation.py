@@ -8,6 +8,7 @@ __all__ = ['log', 'metric_rows', 'client_means', 'evaluate_client', 'Simulator']
 # %% ../nbs/30_simulation.ipynb #7f043700
 import math, time, logging
 from typing import Callable, Iterable
+from collections.abc import MutableMapping
 import torch
 from .core import *
 from .data import FederatedData, ClientData
@@ -46,13 +47,14 @@ def evaluate_client(algo: Algorithm, state: dict, message: Message, data: Client
 class Simulator:
     "Runs an `Algorithm` over a `FederatedData` in this process, round by round."
     def __init__(self, algo: Algorithm, data: FederatedData, task: Task, sampling: str = "all", fraction: float = 1.0,
-                 eval_every: int = 1, fail_fast: bool = False):
+                 eval_every: int = 1, fail_fast: bool = False, states: MutableMapping|None = None):
         self.algo, self.data, self.task = algo.setup(task), data, task
         self.sampling, self.fraction, self.eval_every, self.fail_fast = sampling, fraction, eval_every, fail_fast
         self.train_data = {"pooled": data.pooled()} if algo.pooled else {c.name: c for c in data.clients}
         self.round = 0  # next round to run
         self.server = algo.init_server()
-        self.states = {c: algo.init_client(c) for c in self.train_data}
+        self.states = {} if states is None else states  # client -> state: a dict, or a store such as `DiskStates` (fednbs.state_store)
+        for c in self.train_data: self.states[c] = algo.init_client(c)  # one at a time: a store never holds them all in memory
         self.wire = {"up": 0, "down": 0}
 
     def train_round(self, rnd: int) -> list[dict]:
@@ -62,10 +64,11 @@ class Simulator:
         for cid in sample_clients(list(self.train_data), rnd, self.task.seed, self.sampling, self.fraction):
             message = self.algo.broadcast(self.server, cid, rnd)
             down_bytes += message_nbytes(message)
-            backup = tree_clone(self.states[cid])
+            state = self.states[cid]
+            backup = tree_clone(state)
             try:
                 seed_everything(derive_seed(self.task.seed, rnd, cid, "train"))
-                upload, stats = self.algo.local_update(self.states[cid], message, self.train_data[cid], rnd)
+                upload, stats = self.algo.local_update(state, message, self.train_data[cid], rnd)
                 if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
             except Exception as e:
                 if self.fail_fast and isinstance(e, (NonFiniteLoss, FednbsError)):
@@ -77,6 +80,7 @@ class Simulator:
                 log.warning(f"round {rnd}: client {cid} left out of aggregation: {type(e).__name__}: {e}")
                 rows += metric_rows(rnd, cid, "train", {"failed": 1.0})
                 continue
+            self.states[cid] = state  # the updated state back into its store (for a dict: the same object)
             uploads[cid] = upload; up_bytes += message_nbytes(upload)
             rows += metric_rows(rnd, cid, "train", stats)
         if failed and not uploads:
@@ -117,13 +121,21 @@ class Simulator:
 
 # %% ../nbs/30_simulation.ipynb #f8a87d14
 def _sim_state_dict(self) -> dict:
-    "Everything needed to continue this simulation: round, server and client states."
+    "Everything needed to continue this simulation: round, server and client states (a store gives a snapshot's name instead)."
+    if hasattr(self.states, "snapshot"):
+        return {"round": self.round, "server": self.server, "clients": {}, "client_store": self.states.snapshot(self.round)}
     return {"round": self.round, "server": self.server, "clients": self.states}
 
 def _sim_load_state_dict(self, sd: dict):
     "Continue from a `state_dict()`."
-    check(set(sd["clients"]) == set(self.states), f"checkpoint clients {sorted(sd['clients'])} differ from the data's {sorted(self.states)}",
-          "resume with the same dataset and options, or start a new run in another --out directory")
-    self.round, self.server, self.states = int(sd["round"]), sd["server"], sd["clients"]
+    if "client_store" in sd:
+        check(hasattr(self.states, "restore"), "this checkpoint keeps its client states on disk",
+              "resume with --client-states disk (or pass a DiskStates store to the Simulator)")
+        self.states.restore(sd["client_store"])
+    else:
+        check(set(sd["clients"]) == set(self.train_data), f"checkpoint clients {sorted(sd['clients'])} differ from the data's {sorted(self.train_data)}",
+              "resume with the same dataset and options, or start a new run in another --out directory")
+        for c, s in sd["clients"].items(): self.states[c] = s
+    self.round, self.server = int(sd["round"]), sd["server"]
 
 Simulator.state_dict, Simulator.load_state_dict = _sim_state_dict, _sim_load_state_dict
