@@ -8,7 +8,7 @@ For every notebook under nbs/ (or the paths given) it reports:
   *and* trains or uses earlier variables breaks the build or makes it slow. Keep imports in import cells.
 - `no-figure`: a notebook with a cell that draws a figure but no image committed in its outputs.
 - `figure-as-text`: an output that shows a figure as its text (`<Figure size ...>`) with no image: the kernel had no
-  figure display (import `matplotlib.pyplot` in the notebook so Jupyter shows figures as images).
+  figure display (add `%matplotlib inline` to the notebook's import cell so Jupyter shows figures as images).
 - `error-output`: a committed output that is a traceback.
 - `huge-output`: a committed text output longer than the limit (default 20,000 characters).
 - `internal-ref`: a markdown cell that cites internal notes ("spec §") instead of the papers or the authors' code.
@@ -58,7 +58,7 @@ def check_notebook(path: Path, max_output: int = 20_000) -> list[str]:
             images += any(k.startswith("image/") for k in data)
             text = "".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
             if text.startswith("<Figure size") and not any(k.startswith("image/") for k in data):
-                problems.append(f"{path}: cell {i}: figure-as-text: the figure was committed as text; import matplotlib.pyplot in the notebook and execute it again")
+                problems.append(f"{path}: cell {i}: figure-as-text: the figure was committed as text; add %matplotlib inline to the import cell and execute the notebook again")
             if len(text) > max_output: problems.append(f"{path}: cell {i}: huge-output: {len(text)} characters (limit {max_output})")
     if draws and not images: problems.append(f"{path}: no-figure: a cell draws a figure but no image output is committed; execute the notebook and commit it")
     return problems
