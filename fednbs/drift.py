@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .core import *
+from .data import batch_count
 from .aggregation import split_state
 from .algorithm import Algorithm, Task, clone_state
 from .classic import FedAvg
@@ -72,15 +73,14 @@ class DriftCorrected(FedAvg):
         return msg
 
 # %% ../nbs/12_drift_correction.ipynb #4e56a3aa
-def _local_loss(self, state: dict, message: Message, anchor: dict, steps: list):
-    "The local objective of one batch (CE plus the method's correction terms); counts calls in `steps`."
+def _local_loss(self, state: dict, message: Message, anchor: dict):
+    "The local objective of one batch: CE plus the method's correction terms."
     corr = None
     if self.control:
         c = unpack(message, self.control)
         corr = {n: c[n] - state[self.control][n] for n in self.shared_params()}
     penalty = {"dyn": dyn_penalty, "dc": drift_penalty, None: None}[self.drift]
     def loss(model, x, y):
-        steps[0] += 1
         out = F.cross_entropy(model(x), y)
         if corr is not None: out = out + param_dot(model, corr)
         if penalty is not None: out = out + penalty(model, anchor, state["h"], self.alpha)
@@ -92,18 +92,18 @@ def _local_update(self, state, message, data, rnd):
     model = self.load(state, message)
     received = unpack(message, "model")
     anchor = {n: received[n] for n in self.shared_params()}
-    steps = [0]
-    loss = self.train_local(model, data, rnd, loss_fn=self.local_loss(state, message, anchor, steps))
+    steps = self.task.local_epochs * batch_count(len(data.y_train), self.task.batch_size)
+    loss = self.train_local(model, data, rnd, loss_fn=self.local_loss(state, message, anchor))
     shared, local = split_state(model.state_dict(), self.local_names())
     up = self.model_message("model", shared, data)
     theta_k = {n: shared[n].detach() for n in self.shared_params()}
     if self.control:
-        new = control_update(state[self.control], unpack(message, self.control), anchor, theta_k, max(steps[0], 1), self.task.lr)
+        new = control_update(state[self.control], unpack(message, self.control), anchor, theta_k, max(steps, 1), self.task.lr)
         up.update(pack("d" + self.control, {n: new[n] - state[self.control][n] for n in new}))
         state[self.control] = new
     if self.drift: state["h"] = {n: state["h"][n] + theta_k[n] - anchor[n] for n in anchor}
     state["local"] = clone_state(local)
-    return up, {"loss": loss, "steps": float(steps[0])}
+    return up, {"loss": loss, "steps": float(steps)}
 
 def _aggregate(self, server, uploads, rnd):
     "FedAvg of the models, then the control-variate and drift updates of the server."

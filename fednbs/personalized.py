@@ -153,6 +153,14 @@ class _SumHeads(nn.Module):
     def __init__(self, f, hg, hp): super().__init__(); self.f, self.hg, self.hp = f, hg, hp
     def forward(self, x): z = self.f(x); return self.hg(z) + self.hp(z)
 
+class _RoDPair(nn.Module):
+    "The model and the personal head as one module: `forward` gives the generic logits and the personal logits."
+    def __init__(self, model, hp): super().__init__(); self.model, self.hp = model, hp
+    def forward(self, x):
+        f, hg = last_layer_split(self.model)
+        z = f(x); zg = hg(z)
+        return zg, zg.detach() + self.hp(z.detach())
+
 @ALGORITHMS.register("fedrod", "FedRoD (Chen & Chao 2022), linear: shared body + generic head (balanced softmax), personal linear head")
 class FedRoD(FedAvg):
     "Shared body and generic head; a local personal linear head on top."
@@ -178,12 +186,11 @@ class FedRoD(FedAvg):
     def local_update(self, state, message, data, rnd):
         model, hp = self.load(state, message), self.personal_head()
         hp.load_state_dict(state["phead"])
-        f, hg = last_layer_split(model)
         log_prior = label_log_prior(data.y_train, self.task.num_classes) if self.rod_loss == "bsm" else 0.
-        def loss(model, x, y):
-            z = f(x); zg = hg(z)
-            return balanced_softmax_loss(zg, y, log_prior) + F.cross_entropy(zg.detach() + hp(z.detach()), y)
-        out = self.train_local(model, data, rnd, loss_fn=loss, params=list(model.parameters()) + list(hp.parameters()))
+        def loss(pair, x, y):
+            zg, zp = pair(x)
+            return balanced_softmax_loss(zg, y, log_prior) + F.cross_entropy(zp, y)
+        out = self.train_local(_RoDPair(model, hp), data, rnd, loss_fn=loss)
         shared, local = split_state(model.state_dict(), self.local_names())
         state["local"], state["phead"] = clone_state(local), clone_state(hp.state_dict())
         return self.model_message("model", shared, data), {"loss": out}
