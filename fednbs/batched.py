@@ -175,10 +175,14 @@ class BatchedSimulator(Simulator):
                 if job is not None: jobs.append((cid, job))
             groups = {}
             for cid, j in jobs: groups.setdefault(j.signature(), []).append(j)
+            unstacked = set()
             for group in groups.values():
-                for j, (sd, loss) in zip(group, train_stacked(group, rnd, self.task)): done[j.client].append((sd, loss, j.rng_after))
+                try: trained = train_stacked(group, rnd, self.task)
+                except Exception:  # a model vmap cannot stack (dropout, data-dependent control flow): the ordinary way
+                    unstacked.update(j.client for j in group); continue
+                for j, (sd, loss) in zip(group, trained): done[j.client].append((sd, loss, j.rng_after))
                 self.stacked_loops += len(group)
-            pending = [cid for cid, _ in jobs]
+            pending = [cid for cid, j in jobs if j.client not in unstacked]
         return done
 
     def train_round(self, rnd: int) -> list[dict]:
