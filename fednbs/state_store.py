@@ -96,17 +96,16 @@ def _restore(self, info: dict):
 DiskStates.snapshot, DiskStates.restore = _snapshot, _restore
 
 # %% ../nbs/35_state_store.ipynb #a03d687e
-import sys, json, subprocess, resource, tempfile, time
+import sys, subprocess, resource, tempfile, time
 
 def _peak_rss_mib() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10   # bytes on macOS, KiB on Linux
 
 def _tensor_bytes(tree) -> int:
-    if isinstance(tree, torch.Tensor): return tree.nbytes
-    if isinstance(tree, dict): return sum(_tensor_bytes(v) for v in tree.values())
-    if isinstance(tree, (list, tuple)): return sum(_tensor_bytes(v) for v in tree)
-    return 0
+    "Bytes of the tensors in a nested state."
+    sizes = []; tree_map(lambda t: sizes.append(t.nbytes), tree)
+    return sum(sizes)
 
 def _state_bytes(states) -> int:
     "Bytes of all client states: on disk for a store, of their tensors for a dict."
