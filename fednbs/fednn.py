@@ -49,7 +49,7 @@ def fednn_speed(data=None, reps: int = 5, norms=("none", "bn", "bn+ws", "fednn")
     "Seconds (best of `reps`) for one local epoch over every client of `data` with `model` under each norm; ratios to 'bn'."
     import statistics
     from fednbs.models import build_model
-    from fednbs.speed import bare_round, random_federation
+    from fednbs.bench import bare_round, random_federation
     data = data or random_federation(3, 743, 10, (3, 32, 32))
     times = {n: [] for n in norms}
     for _ in range(reps):
