@@ -18,6 +18,7 @@ from .algorithm import *
 @ALGORITHMS.register("fedavg", "FedAvg (McMahan et al. 2017): average every weight and BN buffer")
 class FedAvg(Algorithm):
     "FedAvg; entries selected by `bn_mode` stay local (partial aggregation)."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedavg"
     bn_mode = "none"
     eval_models, headline = ("global",), "global"
@@ -57,6 +58,7 @@ class FedAvg(Algorithm):
 @ALGORITHMS.register("fedbn", "FedBN (Li et al. 2021): BatchNorm layers stay local")
 class FedBN(FedAvg):
     "FedAvg with all BatchNorm state kept on the clients (`bn_mode='bn_all'`)."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedbn"
     bn_mode = "bn_all"
     defaults = {"weighting": "uniform"}
@@ -72,6 +74,7 @@ def proximal_term(model: nn.Module, anchor: dict[str, Tensor], squared: bool = T
 @ALGORITHMS.register("fedprox", "FedProx (Li et al. 2020): FedAvg + (mu/2)||w - w_global||^2")
 class FedProx(FedAvg):
     "FedAvg with a proximal term toward the round-start global model."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedprox"
     hparams = {"mu": (0.01, "proximal weight μ"), "prox_norm": ("squared", "squared (paper) or l2 (FedBN/Fed-CO code)")}
 
@@ -87,6 +90,8 @@ class FedProx(FedAvg):
 @ALGORITHMS.register("local", "each client trains alone; nothing is shared")
 class Local(Algorithm):
     "Every client trains its own model for the same number of rounds and epochs; no communication."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
+    client_state = {"model": "the whole model (nothing is shared)"}
     name = "local"
     eval_models, headline, has_global_model = ("personal",), "personal", False
 
@@ -107,5 +112,6 @@ class Local(Algorithm):
 @ALGORITHMS.register("central", "centralised oracle: one model trained on all clients' data pooled")
 class Central(FedAvg):
     "One model trained on the union of the clients' training data (not federated; a reference)."
+    supports_batched = False  # one pooled client: nothing to stack
     name = "central"
     pooled = True

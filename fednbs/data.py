@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['ClientData', 'FederatedData', 'images_to_tensor', 'iterate_batches', 'batch_count', 'CropFlip', 'stratified_split',
-           'blend_with_photos', 'render_font_digits', 'load_skdigits']
+           'blend_with_photos', 'render_font_digits', 'load_skdigits', 'random_federation']
 
 # %% ../nbs/01_data.ipynb #bec0aecd
 import os, math, functools
@@ -227,3 +227,10 @@ def load_skdigits(data_dir=None, seed: int = 0, size: int = 28, test_frac: float
         clients.append(ClientData(name, xt[tr], yt[tr], xt[te], yt[te]))
     return FederatedData("skdigits", clients, 10, [str(i) for i in range(10)],
                          notes="offline; scikit-learn digits (scan, photo-blended) and matplotlib-font digits").validate()
+
+# %% ../nbs/01_data.ipynb #d567f567
+def random_federation(clients: int = 3, n_train: int = 743, n_test: int = 1000, shape=(3, 28, 28), num_classes: int = 10, seed: int = 0) -> FederatedData:
+    "A federation of random images with the given sizes (for timing and engine tests)."
+    g = torch.Generator().manual_seed(seed)
+    mk = lambda n: (torch.randn(n, *shape, generator=g), torch.randint(0, num_classes, (n,), generator=g))
+    return FederatedData("random", [ClientData(f"client{k}", *mk(n_train), *mk(n_test)) for k in range(clients)], num_classes)

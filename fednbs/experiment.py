@@ -4,14 +4,14 @@
 
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS', 'AVERAGES',
-           'load_plugins', 'RunConfig', 'apply_preset', 'check_device', 'check_hparams', 'resolve', 'atomic_write',
-           'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
+           'RunConfig', 'apply_preset', 'check_device', 'check_hparams', 'resolve', 'atomic_write', 'is_run_dir',
+           'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
            'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report',
            'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine', 'check_data_options',
            'load_data', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
-import os, sys, csv, json, math, time, ast, importlib, pkgutil, logging, inspect, shutil
+import os, sys, csv, json, math, time, ast, logging, inspect, shutil
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 import torch
@@ -20,18 +20,10 @@ from .core import *
 from .data import FederatedData
 from .models import build_model
 from .algorithm import Task
-from .simulation import Simulator
 from .aggregation import SAMPLING
+from .state_store import DiskStates
 
 log = logging.getLogger("fednbs")
-
-# %% ../nbs/40_experiment.ipynb #b0df2845
-def load_plugins():
-    "Import every fednbs module so that all algorithms, datasets, models and norms are registered."
-    for mod in pkgutil.iter_modules(fednbs.__path__):
-        # the Flower bridge registers nothing and is imported only for --engine flower (an optional extra)
-        if mod.name.startswith("_") or mod.name in ("cli", "flower"): continue
-        importlib.import_module(f"fednbs.{mod.name}")
 
 # %% ../nbs/40_experiment.ipynb #0f8c1714
 DEFAULTS = dict(algo="fedbn", data="skdigits", model="cnn", norm="default", rounds=20, local_epochs=1, lr=0.01,
@@ -160,10 +152,12 @@ def resolve(cfg: RunConfig) -> RunConfig:
     check(cfg.sampling != "all" or cfg.fraction == 1, f"--fraction {cfg.fraction} has no effect with --sampling all (every client trains every round)",
           "add --sampling fraction (or bernoulli) to train that fraction of clients per round")
     check(cfg.weighting in ("samples", "uniform"), f"unknown --weighting '{cfg.weighting}'", "use samples or uniform")
-    check(cfg.engine in ("inprocess", "flower", "batched"), f"unknown --engine '{cfg.engine}'", "use inprocess, batched or flower")
+    engines = sorted(set(ENGINES.names()) | set(OPTIONAL_MODULES))  # optional ones (Flower) load when asked for
+    check(cfg.engine in engines, f"unknown --engine '{cfg.engine}'", f"use {', '.join(engines)}")
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
-    check(cfg.client_states == "memory" or cfg.engine != "flower", "--client-states disk applies to the in-process engines; "
-          "with --engine flower every client keeps its own state on its node", "leave out --client-states, or use --engine inprocess or batched")
+    in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
+    check(cfg.client_states == "memory" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
+          f"with --engine {cfg.engine} every client keeps its own state on its node", f"leave out --client-states, or use --engine {' or '.join(in_process)}")
     check(cfg.report in ("last", "best_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
           "use last, best_val (FRAug), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
     check_device(cfg.device)
@@ -406,7 +400,7 @@ def plot_convergence(rows: list[dict], path: Path, title: str = "", split: str =
 
 # %% ../nbs/40_experiment.ipynb #85f37fb1
 def make_engine(cfg: RunConfig, data: FederatedData, states=None):
-    "The engine (in-process simulator or Flower) for a resolved `cfg` and its data; `states`: the in-process engines' client-state store."
+    "The engine named by a resolved `cfg` (from `ENGINES`) for its data; `states`: a client-state store for the in-process engines."
     device = check_device(cfg.device)
     data = FederatedData(data.name, [c.to(device) for c in data.clients], data.num_classes, data.classes, data.augment, data.notes)
     build_model(cfg.model, data.num_classes, data.input_shape, cfg.norm, cfg.pretrained)  # fails early on a mismatch
@@ -415,14 +409,9 @@ def make_engine(cfg: RunConfig, data: FederatedData, states=None):
                 weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, lr_decay=cfg.lr_decay, weighting=cfg.weighting,
                 seed=cfg.seed, device=str(device), augment=data.augment)
     algo = ALGORITHMS[cfg.algo](**cfg.algo_params)
-    if cfg.engine == "flower":
-        try: from fednbs.flower import FlowerEngine
-        except ImportError: raise FednbsError('--engine flower needs Flower; install it with pip install "fednbs[flower]"') from None
-        return FlowerEngine(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
-    engine = Simulator
-    if cfg.engine == "batched":  # in process, clients of a round stacked (fednbs.batched)
-        from fednbs.batched import BatchedSimulator as engine
-    return engine(algo, data, task, sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast, states=states)
+    kw = dict(sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
+    if states is not None: kw["states"] = states  # only the engines that keep client states here take a store
+    return ENGINES[cfg.engine](algo, data, task, **kw)
 
 def check_data_options(name: str, options: dict):
     "Check `options` against the loader's numeric defaults: a number where it takes one, whole where whole, above 0 where its default is (seeds: 0 or more)."
@@ -464,7 +453,6 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     out, lock = prepare_out_dir(cfg)
     try:
         if engine is None:  # client states on disk, in the run folder
-            from fednbs.state_store import DiskStates
             if not cfg.resume: shutil.rmtree(out / "client_states", ignore_errors=True)
             engine = make_engine(cfg, data, states=DiskStates(out / "client_states"))
         return _run(cfg, data, engine, out, stop_after)

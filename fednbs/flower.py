@@ -448,8 +448,10 @@ class SimulatedNodes:
 # %% ../nbs/33_flower.ipynb #4f4c479c
 BACKENDS = ("auto", "ray", "thread")
 
+@ENGINES.register("flower", "Flower's simulation runtime: each client a ClientApp on its own node (needs the flower extra)")
 class FlowerEngine(Coordinator):
     "Runs an `Algorithm` over a `FederatedData` on Flower's simulation runtime, with the `Simulator`'s interface and numbers."
+    takes_state_store = False  # every client keeps its own state on its node
     def __init__(self, algo: Algorithm, data: FederatedData, task: Task, sampling: str = "all", fraction: float = 1.0,
                  eval_every: int = 1, fail_fast: bool = False, backend: str|None = None, min_clients: int = 1,
                  round_timeout: float|None = None, num_threads: int|None = None, backend_config: dict|None = None, verbose: bool = False):

@@ -73,6 +73,7 @@ class KeepLocal(FedAvg):
 @ALGORITHMS.register("fedper", "FedPer (Arivazhagan et al. 2019): shared feature extractor, personal head kept local")
 class FedPer(KeepLocal):
     "FedAvg on the feature extractor; each client keeps its own head."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name, keep = "fedper", ("head",)
 
 def weight_layers(model: nn.Module) -> list[nn.Module]:
@@ -82,6 +83,7 @@ def weight_layers(model: nn.Module) -> list[nn.Module]:
 @ALGORITHMS.register("lgfedavg", "LG-FedAvg (Liang et al. 2020): local representation layers, shared (global) top layers")
 class LGFedAvg(KeepLocal):
     "FedAvg on the top `global_layers` weight layers; each client keeps everything below them (and every BatchNorm)."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "lgfedavg"
     hparams = {"global_layers": (2, "LG-FedAvg: number of top linear/conv layers that are shared; the layers below stay local")}
 
@@ -102,6 +104,7 @@ class LGFedAvg(KeepLocal):
 # %% ../nbs/13_personalized.ipynb #10f435b2
 class FineTuneEval:
     "Mixin: `evaluate` also reports the received model after `finetune_epochs` of local fine-tuning."
+    finetunes_at_eval = True
     eval_models, headline, has_global_model = ("personal", "global"), "personal", True
 
     def __init__(self, **hp):
@@ -164,6 +167,8 @@ class _RoDPair(nn.Module):
 @ALGORITHMS.register("fedrod", "FedRoD (Chen & Chao 2022), linear: shared body + generic head (balanced softmax), personal linear head")
 class FedRoD(FedAvg):
     "Shared body and generic head; a local personal linear head on top."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
+    client_state = {"local": "the model entries that never leave the client", "phead": "the personal head"}
     name = "fedrod"
     hparams = {"rod_loss": ("bsm", "loss of FedRoD's generic head: bsm (balanced softmax, paper) or ce (Fed-CO code)")}
     eval_models, headline = ("personal", "global"), "personal"
@@ -206,6 +211,8 @@ class FedRoD(FedAvg):
 @ALGORITHMS.register("ditto", "Ditto (Li et al. 2021): FedAvg global model + personal model with (lam/2)||v - w||^2")
 class Ditto(FedAvg):
     "FedAvg plus a personal model per client, regularised toward the received global model."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
+    client_state = {"local": "the model entries that never leave the client", "personal": "the personalised model $v_k$"}
     name = "ditto"
     hparams = {"lam": (0.1, "λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)")}
     eval_models, headline = ("personal", "global"), "personal"
@@ -256,6 +263,7 @@ PARTIALFED_VARIANTS = ("fix", "adaptive")
 @ALGORITHMS.register("partialfed", "PartialFed (Sun et al. 2021): per-layer load-global-or-keep-local; fix (local BN + head) or adaptive (learned gates)")
 class PartialFed(KeepLocal):
     "Partial initialisation: each client loads some layers from the global model and keeps the others."
+    client_state = {"local": "the model entries that never leave the client", "own": "the client's own copy of every layer (adaptive)", "gates": "the per-layer gate logits (adaptive)"}
     name = "partialfed"
     hparams = {"variant": ("fix", "PartialFed rule: fix (keep BN and head local) or adaptive (learned per-layer gates)"),
                "gate_lr": (0.5, "step size of PartialFed-Adaptive's gate logits per round")}

@@ -19,7 +19,7 @@ from .aggregation import split_state
 from .algorithm import Algorithm, Task, clone_state
 from .classic import FedAvg
 from .personalized import KeepLocal
-from .fedco import bank_loss, foreign_heads
+from .losses import bank_loss, foreign_heads
 
 # %% ../nbs/14_representation.ipynb #74d72f21
 def moon_contrastive(z: Tensor, z_glob: Tensor, z_prev: Tensor, tau: float = 0.5) -> Tensor:
@@ -31,6 +31,7 @@ def moon_contrastive(z: Tensor, z_glob: Tensor, z_prev: Tensor, tau: float = 0.5
 @ALGORITHMS.register("moon", "MOON (Li et al. 2021): FedAvg + model-contrastive loss on the embedding (global vs previous model)")
 class MOON(FedAvg):
     "FedAvg with MOON's model-contrastive term on the penultimate embedding."
+    client_state = {"local": "the model entries that never leave the client", "prev": "the client's model of its previous round (the negative view)"}
     name = "moon"
     hparams = {"mu": (1.0, "μ: weight of the extra local term: proximal (fedprox), contrastive (moon)"),
                "tau": (0.5, "temperature τ of MOON's contrastive loss")}
@@ -78,6 +79,7 @@ def aggregate_prototypes(means: list[Tensor], counts: list[Tensor]) -> tuple[Ten
 @ALGORITHMS.register("fedproto", "FedProto (Tan et al. 2022): only class prototypes travel; CE + lam * MSE to global prototypes")
 class FedProto(Algorithm):
     "Local models regularised toward count-weighted global class prototypes; no weights are shared."
+    client_state = {"model": "the whole model (only class prototypes are shared)"}
     name = "fedproto"
     hparams = {"lam": (1.0, "λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)")}
     eval_models, headline, has_global_model = ("personal", "prototype"), "personal", False

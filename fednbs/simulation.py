@@ -44,8 +44,10 @@ def evaluate_client(algo: Algorithm, state: dict, message: Message, data: Client
     return out
 
 # %% ../nbs/30_simulation.ipynb #bd549544
+@ENGINES.register("inprocess", "this process, clients one after the other (the reference engine)")
 class Simulator:
     "Runs an `Algorithm` over a `FederatedData` in this process, round by round."
+    takes_state_store = True  # client states live in a mapping of this process: a dict, or a store such as `DiskStates`
     def __init__(self, algo: Algorithm, data: FederatedData, task: Task, sampling: str = "all", fraction: float = 1.0,
                  eval_every: int = 1, fail_fast: bool = False, states: MutableMapping|None = None):
         self.algo, self.data, self.task = algo.setup(task), data, task
