@@ -51,8 +51,8 @@ NORMS = Registry("norm")
 ENGINES = Registry("engine")    # what moves the messages: filled by the engines' notebooks
 COMMANDS = Registry("command")  # `fednbs NAME`: each factory adds its subcommand to the argparse subparsers
 
-# %% ../nbs/00_core.ipynb #1cb0b3e8
-OPTIONAL_MODULES = {"flower": "flower"}  # module -> the pip extra it needs; it provides the registry entries of its own name
+# %% ../nbs/00_core.ipynb #c96b438c
+OPTIONAL_MODULES = {"flower": "flower", "deploy": "flower"}  # module -> the pip extra it needs (provides the registry entries of its name)
 RENAMED_MODULES = {"benchmarks": "datasets", "speed": "bench"}  # old module names, kept for one release
 
 def load_plugins():

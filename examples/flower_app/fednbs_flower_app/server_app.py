@@ -1,4 +1,4 @@
 "The ServerApp the SuperLink runs: the algorithm's own broadcast and aggregate, metrics written after every round."
-from fednbs.flower import deployment_server_app
+from fednbs.deploy import deployment_server_app
 
 app = deployment_server_app()
