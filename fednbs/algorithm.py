@@ -95,7 +95,7 @@ class Algorithm:
         return self
     def __repr__(self): return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.hparam_values().items())})"
 
-# %% ../nbs/10_algorithm.ipynb #8fb4a1d8
+# %% ../nbs/10_algorithm.ipynb #96bba93e
 LOCAL_STEP = ("local_update", "train_local", "loss_fn", "make_optimizer", "new_model")  # the methods a batched promise is about
 
 def _trains_stacked(cls) -> bool:

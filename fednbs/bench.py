@@ -143,7 +143,7 @@ def client_state_memory(algo: str = "ditto", model: str = "lenet", clients: int 
                           "check the algorithm and model names (fednbs list)")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
-# %% ../nbs/44_bench.ipynb #28fc272c
+# %% ../nbs/44_bench.ipynb #db8a8448
 @COMMANDS.register("bench", "time federated rounds against the bare PyTorch loop, or the engines side by side")
 def add_bench_parser(sub):
     "Add the `bench` subcommand to the `fednbs` subparsers `sub`."

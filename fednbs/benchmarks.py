@@ -83,3 +83,39 @@ from .datasets import *
 warnings.warn("fednbs.benchmarks was renamed fednbs.datasets; the old name goes in the next release", DeprecationWarning, stacklevel=2)
 
 def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/03_datasets.ipynb #6f52f8f3
+"Old name of `fednbs.datasets`, kept for one release."
+import warnings
+from . import datasets as _renamed
+from .datasets import *
+warnings.warn("fednbs.benchmarks was renamed fednbs.datasets; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/03_datasets.ipynb #6f52f8f3
+"Old name of `fednbs.datasets`, kept for one release."
+import warnings
+from . import datasets as _renamed
+from .datasets import *
+warnings.warn("fednbs.benchmarks was renamed fednbs.datasets; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/03_datasets.ipynb #6f52f8f3
+"Old name of `fednbs.datasets`, kept for one release."
+import warnings
+from . import datasets as _renamed
+from .datasets import *
+warnings.warn("fednbs.benchmarks was renamed fednbs.datasets; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/03_datasets.ipynb #6f52f8f3
+"Old name of `fednbs.datasets`, kept for one release."
+import warnings
+from . import datasets as _renamed
+from .datasets import *
+warnings.warn("fednbs.benchmarks was renamed fednbs.datasets; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too

@@ -7,7 +7,7 @@ __all__ = ['FLOWER_OPTIONS', 'PARTITION_FORMAT', 'config_from_run_config', 'buil
            'save_partition', 'load_partition', 'node_data', 'deployed_client', 'deployment_client_app',
            'run_deployment', 'deployment_server_app']
 
-# %% ../nbs/41_deploy.ipynb #ad9d32c6
+# %% ../nbs/41_deploy.ipynb #ede58c09
 import json, hashlib
 from dataclasses import asdict, replace, fields
 from pathlib import Path

@@ -72,7 +72,7 @@ def kd_kl(student_logits: Tensor, teacher_logits: Tensor, temperature: float = 1
     kl = F.kl_div(ls, lt, reduction="batchmean", log_target=True)
     return kl * temperature ** 2 if t2_scale else kl
 
-# %% ../nbs/07_losses.ipynb #ae970f96
+# %% ../nbs/07_losses.ipynb #9bd856f0
 def foreign_heads(message: Mapping[str, Tensor], me: str) -> dict[str, dict[str, Tensor]]:
     "The heads in `message` by client, leaving out client `me`'s own."
     heads = {}

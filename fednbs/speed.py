@@ -11,3 +11,39 @@ from .bench import *
 warnings.warn("fednbs.speed was renamed fednbs.bench; the old name goes in the next release", DeprecationWarning, stacklevel=2)
 
 def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/44_bench.ipynb #ecd1ffdd
+"Old name of `fednbs.bench`, kept for one release."
+import warnings
+from . import bench as _renamed
+from .bench import *
+warnings.warn("fednbs.speed was renamed fednbs.bench; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/44_bench.ipynb #ecd1ffdd
+"Old name of `fednbs.bench`, kept for one release."
+import warnings
+from . import bench as _renamed
+from .bench import *
+warnings.warn("fednbs.speed was renamed fednbs.bench; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/44_bench.ipynb #ecd1ffdd
+"Old name of `fednbs.bench`, kept for one release."
+import warnings
+from . import bench as _renamed
+from .bench import *
+warnings.warn("fednbs.speed was renamed fednbs.bench; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too
+
+# %% ../nbs/44_bench.ipynb #ecd1ffdd
+"Old name of `fednbs.bench`, kept for one release."
+import warnings
+from . import bench as _renamed
+from .bench import *
+warnings.warn("fednbs.speed was renamed fednbs.bench; the old name goes in the next release", DeprecationWarning, stacklevel=2)
+
+def __getattr__(name): return getattr(_renamed, name)  # private names too
