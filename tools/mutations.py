@@ -172,10 +172,10 @@ MUTATIONS += [
          replace='            return self.phase_a_terms(online, offline, x, z_off, z_on)',
          tests=["nbs/21_fedco.ipynb"],
          what="Fed-CO's KL teachers swapped: each model learns from its own start-of-round copy"),
-    dict(name="fedco_bank_mean", notebook="nbs/21_fedco.ipynb",
+    dict(name="fedco_bank_mean", notebook="nbs/07_losses.ipynb",
          find='return ce.view(len(heads), parts, len(y)).sum(0).mean(-1)',
          replace='return ce.view(len(heads), parts, len(y)).mean(0).mean(-1)',
-         tests=["nbs/21_fedco.ipynb"],
+         tests=["nbs/07_losses.ipynb", "nbs/21_fedco.ipynb"],
          what="Fed-CO averages the foreign-head cross-entropies instead of summing them"),
     # --- FedNN (nbs/06_normalization.ipynb, nbs/20_fednn.ipynb) ----------------------------------
     dict(name="agn_bn_biased_var", notebook="nbs/06_normalization.ipynb",
