@@ -162,6 +162,11 @@ class BatchedSimulator(Simulator):
         self.batched_rounds = 0  # rounds of a batched-capable algorithm
         self.stacked_loops = 0   # clients' training loops that ran stacked
 
+    @property
+    def runs_as(self) -> str:
+        "'batched' when the algorithm declares `supports_batched`, else 'inprocess' (its clients train one by one)."
+        return "batched" if batched_capable(self.algo) else "inprocess"
+
     def stacked_updates(self, rnd: int) -> dict[str, list[tuple[dict, float, Tensor]]]:
         """Client -> `(trained state_dict, mean loss, RNG state after)` of each training loop of its `local_update`,
         trained stacked loop by loop (all clients' first loops, then all second loops, ...)."""

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/90_benchmarks.ipynb #21e6d1f4
+# %% ../nbs/90_benchmarks.ipynb #dccac8ea
 "Old name of `fednbs.datasets`, kept for one release."
 import warnings
 from . import datasets as _renamed

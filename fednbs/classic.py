@@ -77,6 +77,7 @@ class FedProx(FedAvg):
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedprox"
     hparams = {"mu": (0.01, "proximal weight μ"), "prox_norm": ("squared", "squared (paper) or l2 (FedBN/Fed-CO code)")}
+    hparam_choices = {"prox_norm": ("squared", "l2")}   # checked when the run is set up, not in the first round
 
     def loss_fn(self, message):
         check(self.mu >= 0, f"mu must be non-negative (got {self.mu})", "pass --mu 0.01 or another value >= 0")

@@ -48,6 +48,7 @@ def evaluate_client(algo: Algorithm, state: dict, message: Message, data: Client
 class Simulator:
     "Runs an `Algorithm` over a `FederatedData` in this process, round by round."
     takes_state_store = True  # client states live in a mapping of this process: a dict, or a store such as `DiskStates`
+    runs_as = "inprocess"     # the engine that actually trains (a subclass may fall back to this one)
     def __init__(self, algo: Algorithm, data: FederatedData, task: Task, sampling: str = "all", fraction: float = 1.0,
                  eval_every: int = 1, fail_fast: bool = False, states: MutableMapping|None = None):
         self.algo, self.data, self.task = algo.setup(task), data, task

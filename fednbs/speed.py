@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/91_speed.ipynb #78cc9eae
+# %% ../nbs/91_speed.ipynb #9a222af9
 "Old name of `fednbs.bench`, kept for one release."
 import warnings
 from . import bench as _renamed
