@@ -204,3 +204,22 @@ MUTATIONS += [
          tests=["nbs/20_fednn.ipynb"],
          what="--norm fednn no longer brings FedNN's optimiser settings"),
 ]
+
+# --- Layers: plugins, registries and the capabilities algorithms declare ------------------------
+MUTATIONS += [
+    dict(name="stacked_promise_inherited", notebook="nbs/10_algorithm.ipynb",
+         find='        if any(m in klass.__dict__ for m in LOCAL_STEP): return False',
+         replace='        pass',
+         tests=["nbs/10_algorithm.ipynb", "nbs/31_batched.ipynb"],
+         what="a subclass that changes the local step keeps its parent's supports_batched"),
+    dict(name="plugins_import_optional", notebook="nbs/00_core.ipynb",
+         find='or mod.name in RENAMED_MODULES or mod.name in OPTIONAL_MODULES: continue',
+         replace='or mod.name in RENAMED_MODULES: continue',
+         tests=["nbs/00_core.ipynb"],
+         what="load_plugins imports the optional Flower modules on every run"),
+    dict(name="registry_no_optional_load", notebook="nbs/00_core.ipynb",
+         find='        if name not in self.items and name in OPTIONAL_MODULES: load_optional(name)  # e.g. the Flower engine\n',
+         replace='',
+         tests=["nbs/00_core.ipynb"],
+         what="asking a registry for an optional module's name does not load it"),
+]
