@@ -197,8 +197,12 @@ def resolve(cfg: RunConfig) -> RunConfig:
     check(cfg.sampling != "all" or cfg.fraction == 1, f"--fraction {cfg.fraction} has no effect with --sampling all (every client trains every round)",
           "add --sampling fraction (or bernoulli) to train that fraction of clients per round")
     check(cfg.weighting in ("samples", "uniform"), f"unknown --weighting '{cfg.weighting}'", "use samples or uniform")
-    engines = sorted(set(ENGINES.names()) | set(OPTIONAL_MODULES))  # optional ones (Flower) load when asked for
-    check(cfg.engine in engines, f"unknown --engine '{cfg.engine}'", f"use {', '.join(engines)}")
+    if cfg.engine in OPTIONAL_MODULES: load_optional(cfg.engine)  # Flower's engine: says which extra to install if missing
+    if cfg.engine not in ENGINES:                                   # list every engine there is, optional ones included
+        for name in OPTIONAL_MODULES:
+            try: load_optional(name)
+            except FednbsError: pass
+    check(cfg.engine in ENGINES, f"unknown --engine '{cfg.engine}'", f"use {', '.join(ENGINES.names())}")
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
     check(cfg.client_states == "memory" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
