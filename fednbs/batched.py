@@ -60,7 +60,7 @@ def replay_train_local(task, done: dict[str, list], then):
         return hand_back(model, rnd, task, *results[k]) if k < len(results) else then(model, data, rnd, *args, **kw)
     return train_local
 
-def record_job(algo: Algorithm, state: dict, message: Message, data: ClientData, rnd: int, done: list = ()) -> Job|None:
+def record_job(algo: Algorithm, state: dict, message: Message, data: ClientData, rnd: int, done: list = ()) -> "Job|None":
     """Run `algo.local_update` on a copy of `state` and capture the training loop it reaches after the loops in `done`
     (whose results, `(state_dict, loss, rng_after)`, are handed back as if trained). None: no further loop."""
     out = {}

@@ -57,7 +57,7 @@ RUN_HELP = {
     "report": "which evaluation the summary reports: last, best_val (per client, best validation round: FRAug), "
               "best_mean_val (best mean validation round: Fed-CO) or tail_mean (mean over the last --report-window rounds)",
     "report_window": "rounds averaged by --report tail_mean",
-    "preset": "a paper's experiment settings (GPU-sized): " + ", ".join(sorted(PRESETS)),
+    "preset": "a paper's experiment settings (GPU-sized; `fednbs list` describes each): {presets}",
 }
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
             typ = NUMERIC.get(f.name, str)
             dflt = DEFAULTS.get(f.name)
             run.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=str, metavar=typ.__name__.upper(),
-                             help=RUN_HELP[f.name] + (f" (default: {dflt})" if dflt is not None else ""))
+                             help=RUN_HELP[f.name].format(presets=", ".join(sorted(PRESETS))) + (f" (default: {dflt})" if dflt is not None else ""))
     run.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE", help="dataset option (repeatable)")
     for flag in ("resume", "overwrite", "fail-fast", "quiet"):
         run.add_argument("--" + flag, action="store_true", help={"resume": "continue the run in --out from its checkpoint",
@@ -109,13 +109,16 @@ def config_from_args(ns: argparse.Namespace) -> RunConfig:
 
 # %% ../nbs/42_cli.ipynb #463243db
 def list_text() -> str:
-    "The text of `fednbs list`."
+    "The text of `fednbs list`: algorithms, datasets, models, norms and presets."
     load_plugins()
     out = []
     for title, reg in (("algorithms", ALGORITHMS), ("datasets", DATASETS), ("models", MODELS), ("norms", NORMS)):
         out.append(f"{title}:")
         out += [f"  {n:<18}{reg.docs[n]}" for n in reg.names()]
         out.append("")
+    out.append("presets (fednbs run --preset NAME; fednbs reproduce NAME):")
+    w = max(map(len, PRESETS), default=16) + 2
+    out += [f"  {n:<{w}}{PRESET_DOCS[n]}" for n in sorted(PRESETS)]
     return "\n".join(out).rstrip()
 
 # %% ../nbs/42_cli.ipynb #7b48d2e7

@@ -187,12 +187,12 @@ def _font_files() -> list[str]:
     return [f for f in cands if _draws_digits(f)]
 
 def render_font_digits(labels: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
-    "Digits `labels` typeset in matplotlib's fonts on plain coloured backgrounds, uint8 (N,size,size,3)."
+    "Digits `labels` typeset in matplotlib's fonts as dark ink on light paper of random tints, uint8 (N,size,size,3)."
     from PIL import Image, ImageDraw, ImageFont
     fonts = _font_files()
     out = np.empty((len(labels), size, size, 3), np.uint8)
     for i, lab in enumerate(labels):
-        bg = rng.integers(0, 256, 3); fg = (bg + rng.integers(80, 176, 3)) % 256
+        bg = rng.integers(170, 256, 3); fg = rng.integers(0, 100, 3)  # paper, ink
         canvas = Image.new("RGB", (2 * size, 2 * size), tuple(int(v) for v in bg))
         font = ImageFont.truetype(fonts[rng.integers(len(fonts))], int(size * rng.uniform(0.9, 1.4)))
         ImageDraw.Draw(canvas).text((size, size), str(int(lab)), fill=tuple(int(v) for v in fg), font=font, anchor="mm")
@@ -204,8 +204,10 @@ def render_font_digits(labels: np.ndarray, size: int, rng: np.random.Generator) 
 
 # %% ../nbs/01_data.ipynb #73883a6c
 @DATASETS.register("skdigits", "offline default: 3 feature-skewed digit clients from scikit-learn and matplotlib (no download)")
-def load_skdigits(data_dir=None, seed: int = 0, size: int = 28, test_frac: float = 0.2, font_images: int = 900) -> FederatedData:
-    "The offline default benchmark: scanned, photo-blended and typeset digits as three clients."
+def load_skdigits(data_dir=None, seed: int = 0, size: int = 28, test_frac: float = 0.2, font_images: int = 900,
+                  val_frac: float = 0.0) -> FederatedData:
+    "The offline default benchmark: scanned, photo-blended and typeset digits as three clients; `val_frac` of each training split held out for validation."
+    check(0 <= val_frac < 1, f"val_frac must be in [0, 1) (got {val_frac})", "e.g. val_frac=0.1")
     from sklearn.datasets import load_digits
     d = load_digits()
     rng = np.random.default_rng(derive_seed("skdigits", seed) % 2**32)
@@ -224,7 +226,12 @@ def load_skdigits(data_dir=None, seed: int = 0, size: int = 28, test_frac: float
         tr, te = stratified_split(y, test_frac, seed)
         xt = images_to_tensor(x, size=size, channels=3)
         yt = torch.as_tensor(y, dtype=torch.long)
-        clients.append(ClientData(name, xt[tr], yt[tr], xt[te], yt[te]))
+        va = None
+        if val_frac > 0:
+            keep, held = stratified_split(y[tr], val_frac, seed + 1)
+            tr, va = tr[keep], tr[held]
+        clients.append(ClientData(name, xt[tr], yt[tr], xt[te], yt[te],
+                                  *((xt[va], yt[va]) if va is not None else ())))
     return FederatedData("skdigits", clients, 10, [str(i) for i in range(10)],
                          notes="offline; scikit-learn digits (scan, photo-blended) and matplotlib-font digits").validate()
 

@@ -496,7 +496,7 @@ def _read_list(p: Path, root: Path) -> tuple[list[Path], np.ndarray]:
     try: return [root / r[0] for r in rows], np.array([int(r[1]) - 1 for r in rows], np.int64)
     except (IndexError, ValueError): raise FednbsError(f"{p} is not a PACS split file (lines 'domain/class/file.jpg label')") from None
 
-def pacs_folder_domains(base: Path, domains, split_seed: int = 0) -> list[Domain]|None:
+def pacs_folder_domains(base: Path, domains, split_seed: int = 0) -> "list[Domain]|None":
     "PACS domains from the original image folders, with the official kfold lists when present."
     cands = [base / n / k for n in ("pacs", "PACS") for k in ("kfold", "images/kfold", "")]
     found = find_domain_dirs(cands, domains)

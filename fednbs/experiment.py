@@ -277,7 +277,7 @@ def prepare_out_dir(cfg: RunConfig):
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
                "engine_ran")
 
-def fingerprint(cfg: RunConfig|dict) -> dict:
+def fingerprint(cfg: "RunConfig|dict") -> dict:
     "The settings a checkpoint must agree with to be resumed."
     d = asdict(cfg) if isinstance(cfg, RunConfig) else dict(cfg)
     return json.loads(json.dumps({k: v for k, v in d.items() if k not in RESUME_FREE}, sort_keys=True))
@@ -486,11 +486,14 @@ def check_data_options(name: str, options: dict):
         elif d > 0: check(v > 0, f"{flag} must be above 0 (got {v})", f"e.g. {k}={d} (the default)")
 
 def load_data(cfg: RunConfig) -> FederatedData:
-    "The resolved configuration's dataset, seeded."
+    "The resolved configuration's dataset, seeded; an option the dataset does not take is refused with the list of those it does."
+    from .datasets import dataset_options
+    valid = ", ".join(dataset_options(DATASETS[cfg.data])) or "none"
+    bad = sorted(set(cfg.data_options) - set(dataset_options(DATASETS[cfg.data])))
+    check(not bad, f"dataset {cfg.data} has no option {', '.join(map(repr, bad))}", f"its options: {valid}")
     check_data_options(cfg.data, cfg.data_options)
     try: data = DATASETS[cfg.data](data_dir=cfg.data_dir, seed=cfg.seed, **cfg.data_options)
-    except TypeError as e:
-        raise FednbsError(f"bad --data-option for {cfg.data} ({e}); see the dataset's documentation for its options") from None
+    except TypeError as e: raise FednbsError(f"bad --data-option for {cfg.data} ({e}); its options: {valid}") from None
     except FednbsError as e:
         if cfg.data_dir is not None and (inner := _inner_folder(cfg.data_dir, str(e))):
             raise FednbsError(f"{cfg.data}: its files are not in --data-dir {cfg.data_dir}, which looks one level too deep (the loader "
