@@ -154,7 +154,7 @@ def train_stacked(jobs: list[Job], rnd: int, task) -> list[tuple[dict, float]]:
             for k in range(K)]
 
 # %% ../nbs/31_batched.ipynb #335b8638
-@ENGINES.register("batched", "this process, the clients of a round stacked into one vmapped model where the algorithm allows it")
+@ENGINES.register("batched", "this process, a round's clients stacked into one vmapped model (GPU)")
 class BatchedSimulator(Simulator):
     "The in-process `Simulator`, training the round's clients of a `supports_batched` algorithm as stacked models."
     def __init__(self, *args, **kw):

@@ -109,10 +109,13 @@ def config_from_args(ns: argparse.Namespace) -> RunConfig:
 
 # %% ../nbs/42_cli.ipynb #463243db
 def list_text() -> str:
-    "The text of `fednbs list`: algorithms, datasets, models, norms and presets."
+    "The text of `fednbs list`: algorithms, datasets, models, norms, engines and presets."
     load_plugins()
+    for name in OPTIONAL_MODULES:  # the Flower engine too, when its extra is installed
+        try: load_optional(name)
+        except FednbsError: pass
     out = []
-    for title, reg in (("algorithms", ALGORITHMS), ("datasets", DATASETS), ("models", MODELS), ("norms", NORMS)):
+    for title, reg in (("algorithms", ALGORITHMS), ("datasets", DATASETS), ("models", MODELS), ("norms", NORMS), ("engines (--engine)", ENGINES)):
         out.append(f"{title}:")
         out += [f"  {n:<18}{reg.docs[n]}" for n in reg.names()]
         out.append("")

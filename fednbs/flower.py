@@ -444,7 +444,7 @@ class SimulatedNodes:
 # %% ../nbs/33_flower.ipynb #4f4c479c
 BACKENDS = ("auto", "ray", "thread")
 
-@ENGINES.register("flower", "Flower's simulation runtime: each client a ClientApp on its own node (needs the flower extra)")
+@ENGINES.register("flower", "Flower's simulation runtime, a node per client (the flower extra)")
 class FlowerEngine(Coordinator):
     "Runs an `Algorithm` over a `FederatedData` on Flower's simulation runtime, with the `Simulator`'s interface and numbers."
     takes_state_store = False  # every client keeps its own state on its node

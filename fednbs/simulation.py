@@ -44,7 +44,7 @@ def evaluate_client(algo: Algorithm, state: dict, message: Message, data: Client
     return out
 
 # %% ../nbs/30_simulation.ipynb #bd549544
-@ENGINES.register("inprocess", "this process, clients one after the other (the reference engine)")
+@ENGINES.register("inprocess", "this process, clients one after the other (the reference)")
 class Simulator:
     "Runs an `Algorithm` over a `FederatedData` in this process, round by round."
     takes_state_store = True  # client states live in a mapping of this process: a dict, or a store such as `DiskStates`
