@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['NUMERIC', 'RUN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser', 'config_from_args', 'list_text',
-           'main']
+           'leave_now_if_busy', 'main']
 
 # %% ../nbs/42_cli.ipynb #168ce380
-import argparse, ast, sys, logging
+import argparse, ast, os, sys, logging, threading
 from dataclasses import fields
 from .core import *
 from .experiment import RunConfig, DEFAULTS, PRESETS, run_experiment
@@ -125,6 +125,13 @@ def list_text() -> str:
     return "\n".join(out).rstrip()
 
 # %% ../nbs/42_cli.ipynb #7b48d2e7
+def leave_now_if_busy(code: int):
+    "End the process with `code` at once when an engine's threads still run (a command, never inside Jupyter or a Python prompt)."
+    busy = [t for t in threading.enumerate() if t is not threading.current_thread() and t.name != "tqdm_monitor"]
+    if busy and "ipykernel" not in sys.modules and not hasattr(sys, "ps1"):
+        sys.stdout.flush(); sys.stderr.flush(); logging.shutdown()
+        os._exit(code)   # Python's shutdown would stop those threads inside torch: 'terminate called without an active exception'
+
 def main(argv: list[str]|None = None) -> int:
     "The `fednbs` command."
     logging.basicConfig(level=logging.WARNING, format="fednbs: %(message)s")
@@ -147,4 +154,5 @@ def main(argv: list[str]|None = None) -> int:
         print(f"fednbs: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:
         print("fednbs: interrupted; rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)", file=sys.stderr)
+        leave_now_if_busy(130)
         return 130

@@ -538,6 +538,7 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     finally: lock.close()
 
 def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int|None) -> dict:
+    if hasattr(engine, "log_path"): engine.log_path = out / "flower.log"   # Flower's and Ray's own messages, kept with the run
     if engine_ran(cfg, engine) != cfg.engine:
         log.warning(f"{cfg.algo} cannot train batched (it does not declare supports_batched): --engine batched trains its clients one "
                     "after the other, as --engine inprocess does (config.json and summary.json say so under engine_ran)")

@@ -6,10 +6,10 @@
 __all__ = ['log', 'RAW_STYPE', 'STATE_KEY', 'STRUCTURE_KEY', 'MISSING', 'BACKENDS', 'tensor_to_array', 'array_to_tensor',
            'message_to_record', 'record_to_message', 'state_to_records', 'records_to_state', 'ClientSide',
            'make_client_app', 'Coordinator', 'ThreadBackend', 'simulate_in_threads', 'SimulatedNodes', 'FlowerEngine',
-           'free_port', 'descendants', 'LocalFederation', 'ForkExecutor', 'serve_clientapps']
+           'RayLog', 'stop_ray', 'free_port', 'descendants', 'LocalFederation', 'ForkExecutor', 'serve_clientapps']
 
 # %% ../nbs/33_flower.ipynb #0829e364
-import os, sys, json, time, uuid, hashlib, socket, signal, logging, tempfile, threading, weakref, subprocess, importlib.util
+import os, re, sys, json, time, uuid, hashlib, socket, signal, logging, tempfile, threading, weakref, subprocess, contextlib, importlib.util
 from dataclasses import dataclass, asdict, replace, fields
 from pathlib import Path
 from typing import Callable, Mapping
@@ -503,6 +503,32 @@ def _on_finish(self): self.states = self._fetch_states()
 FlowerEngine._fetch_states, FlowerEngine._push_states, FlowerEngine.on_start, FlowerEngine.on_finish = _fetch_states, _push_states, _on_start, _on_finish
 FlowerEngine.state_dict, FlowerEngine.load_state_dict = _fe_state_dict, _fe_load_state_dict
 
+# %% ../nbs/33_flower.ipynb #65f71543
+class RayLog:
+    "While in use, the records of the `flwr` and `ray` loggers go to the file `path`, not to the terminal."
+    def __init__(self, path): self.path = Path(path)
+    def __enter__(self):
+        self.handler, self.saved = logging.FileHandler(self.path), []
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+        for name in ("flwr", "ray"):
+            lg = logging.getLogger(name); self.saved.append((lg, lg.handlers[:], lg.propagate))
+            lg.handlers, lg.propagate = [self.handler], False
+        return self
+    def __exit__(self, *exc):
+        for lg, handlers, propagate in self.saved: lg.handlers, lg.propagate = handlers, propagate
+        self.handler.close()
+    def cause(self) -> str|None:
+        "The first `SomeError: ...` line of the log: the root of a failed start."
+        lines = self.path.read_text(errors="replace").splitlines() if self.path.exists() else []
+        return next((l.strip() for l in lines if re.match(r"^[\w.]*(Error|Exception): \S", l.strip())), None)
+
+def stop_ray():
+    "Stop the processes a failed `ray.init` left running (GCS server, dashboard, monitors)."
+    try:
+        import ray
+        ray.shutdown()
+    except Exception as e: log.debug(f"ray.shutdown: {type(e).__name__}: {e}")
+
 # %% ../nbs/33_flower.ipynb #0cdf28ee
 def _client_app(self, backend: str) -> ClientApp:
     if backend == "thread": return make_client_app(SimulatedNodes(self._token))
@@ -536,11 +562,17 @@ def _simulate(self, server_app: ServerApp, backend: str):
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*accelerator visible devices.*", category=FutureWarning)
                 run_simulation(server_app, client_app, num_supernodes=n, backend_config=self._ray_config(), verbose_logging=self.verbose)
-    except BaseException:
+    except BaseException as e:
         self.abort.set()  # stop our server loop if the runtime died under it
+        if isinstance(e, KeyboardInterrupt): self._join_serving()   # Ctrl-C: no thread of ours still running as the program exits
         raise
     finally: flwr_log.setLevel(level)
     self.used_backend = backend
+
+def _join_serving(self, timeout: float = 30):
+    "Wait for the ServerApp thread of the last simulation to stop (it does at the next message once `abort` is set)."
+    serving = getattr(self, "_serving", None)
+    if serving is not None and serving is not threading.current_thread(): serving.join(timeout)
 
 def _fe_run(self, rounds: int|None = None, on_round: Callable|None = None) -> list[dict]:
     "Run `rounds` more rounds (default: all remaining) on Flower, calling `on_round(rnd, rows)` after each; returns all rows."
@@ -554,19 +586,23 @@ def _fe_run(self, rounds: int|None = None, on_round: Callable|None = None) -> li
     if backend == "auto": backend = "ray" if importlib.util.find_spec("ray") else "thread"
     self._t_run, before = time.perf_counter(), self.replies
     if backend == "ray":
-        try:
-            self._simulate(app, "ray"); return rows
-        except Exception as e:
-            if self.backend != "auto" or self.replies != before: raise
-            log.warning(f"Ray could not start ({type(e).__name__}: {e}); running the ClientApps in this process instead (same results; "
-                        "set FEDNBS_FLOWER_BACKEND=thread to skip Ray)")
-            serving = getattr(self, "_serving", None)
-            if serving is not None and serving is not threading.current_thread(): serving.join(30)
-            rows.clear(); self._t_run = time.perf_counter()
+        ray_log = Path(self.log_path or Path(tempfile.gettempdir()) / f"fednbs-ray-{self._token[:12]}.log")
+        quiet = RayLog(ray_log) if self.backend == "auto" and not self.verbose else contextlib.nullcontext()
+        with quiet:
+            try:
+                self._simulate(app, "ray"); return rows
+            except Exception as e:
+                if self.backend != "auto" or self.replies != before: raise
+                self._join_serving(); stop_ray()
+                why = (quiet.cause() if isinstance(quiet, RayLog) else None) or f"{type(e).__name__}: {e}"
+        log.warning(f"Ray could not start ({why}); running the ClientApps in this process instead (same results; "
+                    + (f"Ray's messages are in {ray_log}; " if isinstance(quiet, RayLog) else "") + "set FEDNBS_FLOWER_BACKEND=thread to skip Ray)")
+        rows.clear(); self._t_run = time.perf_counter()
     self._simulate(app, "thread")
     return rows
 
 FlowerEngine._client_app, FlowerEngine._ray_config, FlowerEngine._simulate, FlowerEngine.run = _client_app, _ray_config, _simulate, _fe_run
+FlowerEngine._join_serving, FlowerEngine.log_path = _join_serving, None   # log_path: where Ray's start-up messages go (None: a temporary file)
 
 # %% ../nbs/33_flower.ipynb #2807f136
 def free_port() -> int:
