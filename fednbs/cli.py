@@ -54,7 +54,8 @@ RUN_HELP = {
     "client_states": "where client states wait between rounds: memory, or disk (one file per client in the run folder, "
                      "loaded while the client trains; for many personalised clients)",
     "device": "auto, cpu or cuda", "checkpoint_every": "write the checkpoint every N rounds", "out": "output folder",
-    "report": "which evaluation the summary reports: last, best_val (per client, best validation round: FRAug), "
+    "report": "which evaluation the summary reports: last, best_val (per client, best validation round: FRAug on Digits), "
+              "max_val (per client, best validation accuracy: FRAug on PACS/OfficeHome), "
               "best_mean_val (best mean validation round: Fed-CO) or tail_mean (mean over the last --report-window rounds)",
     "report_window": "rounds averaged by --report tail_mean",
     "preset": "a paper's experiment settings (GPU-sized; `fednbs list` describes each): {presets}",

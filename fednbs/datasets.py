@@ -4,15 +4,16 @@
 
 # %% auto #0
 __all__ = ['PUBLISHED_MD5', 'PARTITION_DEFAULTS', 'DIGITS3_FILES', 'DIGITS5', 'FEDBN_DIGITS_ZIP', 'PACS_DOMAINS', 'PACS_CLASSES',
-           'IMAGENET_MEAN', 'IMAGENET_STD', 'OFFICEHOME_DOMAINS', 'OFFICE_SITES', 'OFFICE_CLASSES', 'DOMAINNET_SITES',
-           'DOMAINNET_TOP10', 'CIFAR_MEAN', 'CIFAR_STD', 'CIFAR10_CLASSES', 'CIFAR10C_CORRUPTIONS', 'FRAUG_DIGITS',
-           'data_root', 'missing', 'md5_of', 'verify_md5', 'safe_unpickle', 'read_npz', 'check_images', 'read_images',
-           'Domain', 'dataset_options', 'partition_options', 'load_dataset', 'pick_domains', 'build_federated',
-           'fedbn_split', 'load_digits3', 'read_fedbn_digits', 'read_mnist_raw', 'read_mat_pair', 'read_usps_raw',
-           'read_mnistm_raw', 'fedbn_partitions', 'read_digits_domain', 'load_digits', 'find_domain_dirs',
-           'folder_domain', 'pacs_folder_domains', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image',
-           'list_domain', 'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10',
-           'load_cifar100', 'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir', 'hue_shift',
+           'IMAGENET_MEAN', 'IMAGENET_STD', 'AUGMENTATIONS', 'OFFICEHOME_DOMAINS', 'OFFICE_SITES', 'OFFICE_CLASSES',
+           'DOMAINNET_SITES', 'DOMAINNET_TOP10', 'CIFAR_MEAN', 'CIFAR_STD', 'CIFAR100_MEAN', 'CIFAR100_STD',
+           'CIFAR10_CLASSES', 'CIFAR10C_CORRUPTIONS', 'FRAUG_DIGITS', 'data_root', 'missing', 'md5_of', 'verify_md5',
+           'safe_unpickle', 'read_npz', 'check_images', 'read_images', 'Domain', 'dataset_options', 'partition_options',
+           'load_dataset', 'pick_domains', 'build_federated', 'fedbn_split', 'load_digits3', 'read_fedbn_digits',
+           'read_mnist_raw', 'read_mat_pair', 'read_usps_raw', 'read_mnistm_raw', 'fedbn_partitions',
+           'read_digits_domain', 'load_digits', 'find_domain_dirs', 'folder_domain', 'pacs_folder_domains',
+           'imagenet_augment', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image', 'list_domain',
+           'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10', 'load_cifar100',
+           'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir', 'hue_shift',
            'RandomResizedCropJitter', 'read_digits_pool', 'load_fraug_digits', 'with_partition',
            'cifar100_coarse_partition', 'load_cifar100_labelskew', 'with_augment_option']
 
@@ -518,10 +519,18 @@ def pacs_folder_domains(base: Path, domains, split_seed: int = 0) -> "list[Domai
     return out
 
 # %% ../nbs/03_datasets.ipynb #d91fc6b1
+AUGMENTATIONS = {"cropflip": "pad-crop + horizontal flip", "fraug": "FRAug's RandomResizedCrop(0.7-1) + flip + ColorJitter(0.3 x4) + RandomGrayscale(0.1)"}
+
+def imagenet_augment(kind: str, size: int):
+    "The training augmentation `kind` of an ImageNet-normalised benchmark at `size` px: cropflip (default) or fraug (the FRAug authors' `datasets/base.py`)."
+    check(kind in AUGMENTATIONS, f"unknown augmentation '{kind}'", f"choose one of: {', '.join(AUGMENTATIONS)}")
+    return CropFlip(pad=max(1, size // 16)) if kind == "cropflip" else RandomResizedCropJitter(IMAGENET_MEAN, IMAGENET_STD, flip=True)
+
 @DATASETS.register("pacs", "PACS (art painting, cartoon, photo, sketch; 7 classes), one client per style; 64x64 by default")
-def load_pacs(data_dir=None, seed: int = 0, size: int = 64, domains=None, source: str = "auto", split_seed: int = 0, **options) -> FederatedData:
+def load_pacs(data_dir=None, seed: int = 0, size: int = 64, domains=None, source: str = "auto", split_seed: int = 0,
+              augmentation: str = "cropflip", **options) -> FederatedData:
     "PACS, one client per domain, from the 64-px arrays or the original images and split files."
-    o = partition_options("pacs", load_pacs, options)
+    o = partition_options("pacs", load_pacs, options); aug = imagenet_augment(augmentation, size)
     base = data_root(data_dir); doms = pick_domains("pacs", domains, PACS_DOMAINS)
     check(source in ("auto", "npz", "folder"), f"unknown source '{source}'", "choose auto, npz or folder")
     npzs = [base / "pacs" / f"pacs_{d}_64.npz" for d in doms]
@@ -537,8 +546,8 @@ def load_pacs(data_dir=None, seed: int = 0, size: int = 64, domains=None, source
     else:
         out = pacs_folder_domains(base, doms, split_seed)
         if out is None: raise missing("PACS images", f"{base}/pacs/pacs_<domain>_64.npz and {base}/pacs/kfold/<domain>/", _PACS_GET.format(root=base))
-    return build_federated("pacs", out, seed, o, 7, PACS_CLASSES, size, IMAGENET_MEAN, IMAGENET_STD, CropFlip(pad=max(1, size // 16)),
-                           notes=f"PACS at {size}x{size}, ImageNet normalisation, crop+flip augmentation")
+    return build_federated("pacs", out, seed, o, 7, PACS_CLASSES, size, IMAGENET_MEAN, IMAGENET_STD, aug,
+                           notes=f"PACS at {size}x{size}, ImageNet normalisation, {AUGMENTATIONS[augmentation]}")
 
 # %% ../nbs/03_datasets.ipynb #4d758ade
 OFFICEHOME_DOMAINS = ("art", "clipart", "product", "real_world")
@@ -546,17 +555,18 @@ _OFFICEHOME_GET = ("download Office-Home (OfficeHomeDataset_10072016.zip from ht
                    "and unzip it so that {root}/OfficeHome/Art/Alarm_Clock/00001.jpg exists")
 
 @DATASETS.register("officehome", "Office-Home (art, clipart, product, real world; 65 classes), one client per domain; 64x64 by default")
-def load_officehome(data_dir=None, seed: int = 0, size: int = 64, domains=None, test_frac: float = 0.1, split_seed: int = 0, **options) -> FederatedData:
+def load_officehome(data_dir=None, seed: int = 0, size: int = 64, domains=None, test_frac: float = 0.1, split_seed: int = 0,
+                    augmentation: str = "cropflip", **options) -> FederatedData:
     "Office-Home, one client per domain, from the release's folders, with a stratified test split."
-    o = partition_options("officehome", load_officehome, options)
+    o = partition_options("officehome", load_officehome, options); aug = imagenet_augment(augmentation, size)
     base = data_root(data_dir); doms = pick_domains("officehome", domains, OFFICEHOME_DOMAINS)
     found = find_domain_dirs([base / n for n in ("OfficeHome", "OfficeHomeDataset_10072016", "office_home", "officehome", "OfficeHomeDataset")], doms)
     if found is None: raise missing("Office-Home images", f"{base}/OfficeHome/<Domain>/<Class>/", _OFFICEHOME_GET.format(root=base))
     _, dirs = found
     classes = sorted({p.name for d in doms for p in dirs[d].iterdir() if p.is_dir()}, key=_norm)
     out = [folder_domain(d, dirs[d], classes, split_seed, test_frac) for d in doms]
-    return build_federated("officehome", out, seed, o, len(classes), classes, size, IMAGENET_MEAN, IMAGENET_STD, CropFlip(pad=max(1, size // 16)),
-                           notes=f"Office-Home at {size}x{size}, {test_frac:.0%} stratified test per domain")
+    return build_federated("officehome", out, seed, o, len(classes), classes, size, IMAGENET_MEAN, IMAGENET_STD, aug,
+                           notes=f"Office-Home at {size}x{size}, {test_frac:.0%} stratified test per domain (split seed {split_seed}), {AUGMENTATIONS[augmentation]}")
 
 # %% ../nbs/03_datasets.ipynb #a7dc32b1
 class FlipRotate:
@@ -678,6 +688,7 @@ def load_domainnet(data_dir=None, seed: int = 0, size: int = 64, domains=None, p
 
 # %% ../nbs/03_datasets.ipynb #e67a9113
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)   # CIFAR-100's own, as in Fed-CO's label-skew/utils.py
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 def _cifar_members(base: Path, folder: str, tgz: str, names, verify: bool) -> dict|None:
@@ -750,7 +761,7 @@ def load_cifar100(data_dir=None, seed: int = 0, verify: bool = True, download: b
     (x, y), (xt, yt) = _cifar_batch(raw["train"], "train", b"fine_labels"), _cifar_batch(raw["test"], "test", b"fine_labels")
     meta = safe_unpickle(raw["meta"], "meta", encoding="bytes")
     classes = [c.decode() for c in meta.get(b"fine_label_names", [])] or [str(i) for i in range(100)]
-    return build_federated("cifar100", [Domain.from_arrays("cifar100", x, y, xt, yt)], seed, o, 100, classes, 32, CIFAR_MEAN, CIFAR_STD,
+    return build_federated("cifar100", [Domain.from_arrays("cifar100", x, y, xt, yt)], seed, o, 100, classes, 32, CIFAR100_MEAN, CIFAR100_STD,
                            CropFlip(4), notes=f"CIFAR-100 (official python batches), partition={o['partition']}")
 
 # %% ../nbs/03_datasets.ipynb #30c2a838

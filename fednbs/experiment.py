@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS',
            'AVERAGES', 'RunConfig', 'apply_preset', 'check_device', 'check_types', 'check_out_path', 'check_hparams',
-           'resolve', 'atomic_write', 'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint',
-           'check_same_settings', 'save_checkpoint', 'load_checkpoint', 'read_metrics', 'write_metrics',
-           'check_report_data', 'accuracy_series', 'select_report', 'report_text', 'summarize', 'format_table',
-           'convergence_figure', 'plot_convergence', 'make_engine', 'check_data_options', 'load_data', 'engine_ran',
-           'run_experiment']
+           'epochs_over_iterations', 'unused_flags', 'resolve', 'atomic_write', 'is_run_dir', 'lock_run_dir',
+           'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint', 'load_checkpoint',
+           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report', 'report_text',
+           'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine', 'check_data_options',
+           'load_data', 'engine_ran', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing
@@ -170,11 +170,35 @@ def check_hparams(algo_cls, params: dict):
         check((lo is None or v >= lo) and (hi is None or v <= hi), f"{flag} must be in {span} for {algo_cls.name} (got {v})",
               f"pass a value in {span}, e.g. the default {d}")
 
+def _algo_of(cfg: RunConfig):
+    return ALGORITHMS[cfg.algo or PRESETS.get(cfg.preset, {}).get("algo") or DEFAULTS["algo"]]
+
+def epochs_over_iterations(cfg: RunConfig) -> RunConfig:
+    "`cfg` where a method that counts its budget in iterations (a `local_iters` hyper-parameter: FRAug) takes `--local-epochs` when the user gave it."
+    if cfg.local_epochs is not None and "local_iters" in _algo_of(cfg).all_hparams() and "local_iters" not in cfg.algo_params:
+        cfg.algo_params = {**cfg.algo_params, "local_iters": 0}     # 0: local_epochs passes over the client's data per round
+    return cfg
+
+def unused_flags(cfg: RunConfig) -> list[str]:
+    "One warning line for each setting given in `cfg` (as the user gave it: before presets and defaults) that the run will not use."
+    load_plugins()
+    algo_cls, out = _algo_of(cfg), []
+    its = cfg.algo_params.get("local_iters")
+    if cfg.local_epochs is not None and its:
+        out.append(f"--local-epochs {cfg.local_epochs} does not apply: --local-iters {its} sets {algo_cls.name}'s budget in iterations "
+                   "per round (leave out --local-iters, or pass --local-iters 0, to count local epochs)")
+    report = cfg.report or PRESETS.get(cfg.preset, {}).get("report") or DEFAULTS["report"]
+    if cfg.report_window is not None and report != "tail_mean":
+        out.append(f"--report-window {cfg.report_window} does not apply to --report {report} (only to tail_mean)")
+    for k, why in getattr(algo_cls, "ignores", {}).items():   # settings a method declares it never reads
+        if getattr(cfg, k, None) is not None: out.append(f"--{k.replace('_', '-')} does not apply to --algo {algo_cls.name}: {why}")
+    return [f"warning: {w}" for w in out]
+
 def resolve(cfg: RunConfig) -> RunConfig:
     "A copy of `cfg` with every `None` setting filled in and every setting checked."
     load_plugins()
     check_types(cfg)
-    cfg = apply_preset(RunConfig(**{**asdict(cfg)}))
+    cfg = apply_preset(epochs_over_iterations(RunConfig(**{**asdict(cfg)})))
     algo_cls = ALGORITHMS[cfg.algo or DEFAULTS["algo"]]
     norm_defaults = getattr(NORMS[cfg.norm or algo_cls.defaults.get("norm", DEFAULTS["norm"])], "defaults", {})  # e.g. FedNN's SGD settings
     for k, v in DEFAULTS.items():
@@ -207,8 +231,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
     check(cfg.client_states == "memory" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
           f"with --engine {cfg.engine} every client keeps its own state on its node", f"leave out --client-states, or use --engine {' or '.join(in_process)}")
-    check(cfg.report in ("last", "best_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
-          "use last, best_val (FRAug), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
+    check(cfg.report in ("last", "best_val", "max_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
+          "use last, best_val (FRAug, Digits), max_val (FRAug, PACS/OfficeHome), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
     check_device(cfg.device)
     if cfg.data_dir is not None:
         p = Path(cfg.data_dir).expanduser()
@@ -217,6 +241,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
         check(p.is_dir(), f"--data-dir {cfg.data_dir} is a file, not a folder", "pass the folder that holds the dataset's files")
         cfg.data_dir = str(p.resolve())                                 # 'data/' and './data' are the same run
     if cfg.out is not None: check_out_path(cfg.out)
+    if "local_iters" in algo_cls.all_hparams() and "local_iters" not in cfg.algo_params:   # resolved once, resolved for good
+        cfg.algo_params = {**cfg.algo_params, "local_iters": algo_cls.all_hparams()["local_iters"][0]}
     check_hparams(algo_cls, cfg.algo_params)
     algo_cls(**cfg.algo_params)  # unknown or malformed hyper-parameters fail here
     return cfg
@@ -323,7 +349,8 @@ def write_metrics(path: Path, rows: list[dict], append: bool = False):
 
 # %% ../nbs/40_experiment.ipynb #632663db
 REPORTS = {"last": "last evaluation",
-           "best_val": "per client, the round of its best validation accuracy (FRAug)",
+           "best_val": "per client, the round of its best validation accuracy (FRAug on Digits)",
+           "max_val": "per client, its best validation accuracy itself (FRAug's eval.py on PACS and OfficeHome)",
            "best_mean_val": "the round of the best mean validation accuracy of the headline model (Fed-CO)",
            "tail_mean": "mean of the evaluations in the last {window} rounds (Fed-CO label skew)"}
 AVERAGES = {"mean": "mean over clients (FedBN, FRAug, Fed-CO feature skew)",
@@ -331,7 +358,7 @@ AVERAGES = {"mean": "mean over clients (FedBN, FRAug, Fed-CO feature skew)",
 
 def check_report_data(rule: str, data):
     "Refuse, before any training, a report rule that needs a validation split `data` lacks."
-    check(rule not in ("best_val", "best_mean_val") or all(c.x_val is not None for c in data.clients),
+    check(rule not in ("best_val", "max_val", "best_mean_val") or all(c.x_val is not None for c in data.clients),
           f"--report {rule} needs a validation split and {data.name} has none",
           "add --data-option val_frac=0.1 (a validation split carved from each client's training data)")
 
@@ -354,18 +381,18 @@ def select_report(rows: list[dict], rule: str, clients: list[str], headline: str
     check(rule in REPORTS, f"unknown report '{rule}'", f"use one of: {', '.join(REPORTS)}")
     test, val = accuracy_series(rows, "test"), accuracy_series(rows, "val")
     check(bool(test), "the run produced no evaluation", "use --eval-every no larger than --rounds")
-    if rule in ("best_val", "best_mean_val"):
+    if rule in ("best_val", "max_val", "best_mean_val"):
         check(bool(val), f"report '{rule}' needs validation accuracies and this run has none",
               "add --data-option val_frac=0.1 (a validation split carved from each client's training data)")
     out = {}
-    for m, acc in test.items():
+    for m, acc in (val if rule == "max_val" else test).items():   # max_val reports validation accuracies themselves
         rounds_evaluated = sorted(acc["mean"])
         last = rounds_evaluated[-1]
         if rule == "last": pick = {c: [last] for c in [*clients, "mean", "weighted"]}
         elif rule == "tail_mean":
             tail = [r for r in rounds_evaluated if r > last - window]
             pick = {c: tail for c in [*clients, "mean", "weighted"]}
-        elif rule == "best_val":
+        elif rule in ("best_val", "max_val"):
             v = val[m]
             pick = {c: [max(sorted(v[c]), key=lambda r: (v[c][r], -r))] for c in clients if c in v}
         else:
@@ -377,8 +404,9 @@ def select_report(rows: list[dict], rule: str, clients: list[str], headline: str
             got = [r for r in pick.get(c, []) if r in acc.get(c, {})]
             if got and (rule == "tail_mean" or len(got) == len(pick[c])):
                 per_client[c], rounds[c] = sum(acc[c][r] for r in got) / len(got), got if rule == "tail_mean" else got[0]
-        if rule == "best_val":   # per-client rounds differ: average the selected accuracies
-            mean, weighted = sum(per_client.values()) / len(per_client), _pooled(per_client, sizes)
+        if rule in ("best_val", "max_val"):   # per-client rounds differ: average the selected accuracies
+            mean = sum(per_client.values()) / len(per_client)
+            weighted = _pooled(per_client, sizes) if rule == "best_val" else None   # sizes are test sizes
         else:
             mean = sum(acc["mean"][r] for r in pick["mean"]) / len(pick["mean"])
             weighted = sum(acc["weighted"][r] for r in pick["weighted"]) / len(pick["weighted"])
@@ -525,6 +553,7 @@ def _start(cfg: RunConfig, out: Path, engine):
 
 def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     "Run (or resume) the experiment `cfg`; returns its summary (also written to `summary.json`)."
+    for w in unused_flags(cfg): log.warning(w)
     cfg = resolve(cfg)
     data = load_data(cfg)
     check_report_data(cfg.report, data)

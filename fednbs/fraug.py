@@ -450,17 +450,17 @@ FRAug.synthesize = _synthesize
 _FRAUG_OPT = dict(lr=0.01, momentum=0.5, rounds=300, weighting="samples")
 for _name, _doc, _settings in [
     ("fraug-digits", "FRAug on Digits (FRAug paper, Table 2): MNIST, MNIST-M, SVHN, USPS, 1 % each, CNN_Digits",
-     dict(algo="fraug", data="fraug_digits", model="cnn_digits", batch_size=64, **_FRAUG_OPT,
+     dict(algo="fraug", data="fraug_digits", model="cnn_digits", batch_size=64, report="best_val", **_FRAUG_OPT,
           algo_params=dict(local_iters=20, gamma=0.002, feature_interp=False, gen_distance="l2", alpha=1.0, rt_distance="mmd",
                            beta=1.0, gen_lr=0.05, rt_lr=0.05, latent_dim=256))),
     ("fraug-pacs", "FRAug on PACS (FRAug paper, Table 2): ImageNet ResNet-18, 10 % per client",
-     dict(algo="fraug", data="pacs", model="resnet18", pretrained="torchvision", batch_size=32, **_FRAUG_OPT,
-          data_options={"size": 224, "val_frac": 0.1, "percent": 0.1},
+     dict(algo="fraug", data="pacs", model="resnet18", pretrained="torchvision", batch_size=32, report="max_val", **_FRAUG_OPT,
+          data_options={"size": 224, "val_frac": 0.1, "percent": 0.1, "augmentation": "fraug"},
           algo_params=dict(local_iters=5, gamma=0.01, feature_interp=True, gen_distance="mmd", alpha=10.0, rt_distance="l2",
                            beta=1.0, gen_lr=0.05, rt_lr=0.05, latent_dim=256))),
     ("fraug-officehome", "FRAug on OfficeHome (FRAug paper, Table 2): ImageNet ResNet-18, 10 % per client",
-     dict(algo="fraug", data="officehome", model="resnet18", pretrained="torchvision", batch_size=16, **_FRAUG_OPT,
-          data_options={"size": 224, "val_frac": 0.1, "percent": 0.1},
+     dict(algo="fraug", data="officehome", model="resnet18", pretrained="torchvision", batch_size=16, report="max_val", **_FRAUG_OPT,
+          data_options={"size": 224, "val_frac": 0.1, "percent": 0.1, "split_seed": 45, "augmentation": "fraug"},
           algo_params=dict(local_iters=10, gamma=0.01, feature_interp=True, gen_distance="mmd", alpha=1.25, rt_distance="mmd",
                            beta=1.25, gen_lr=0.05, rt_lr=0.025, latent_dim=256, gen_bn_local=True))),
 ]:

@@ -8,7 +8,7 @@ __all__ = ['TABLE_METHODS', 'TABLE_DATA', 'PRESET_REPORTS', 'table_commands', 'c
            'reproduce_command', 'collect_runs', 'aggregate', 'markdown_table', 'write_results', 'read_results']
 
 # %% ../nbs/43_reproduce.ipynb #c057fa4a
-import os, sys, json, time, shlex, statistics, subprocess
+import os, sys, json, time, shlex, statistics, subprocess, logging
 from pathlib import Path
 from .core import *
 
@@ -91,7 +91,7 @@ def run_commands(argvs: list[list[str]], # `fednbs` argument lists
 
 # %% ../nbs/43_reproduce.ipynb #3aac5673
 PRESET_REPORTS = {  # preset name prefix -> (report rule, window) of the paper's tables, unless the preset sets `report`
-    "fraug-": ("best_val", None),                                               # FRAug Table 2: per-client best validation
+    "fraug-": ("max_val", None),                                                # FRAug Table 2: per-client best validation
     "fedco-office": ("best_mean_val", None), "fedco-domainnet": ("best_mean_val", None),  # Fed-CO: best mean validation
     "fedco-cifar": ("tail_mean", 200),                                          # Fed-CO label skew: last 200 rounds
 }
@@ -148,7 +148,7 @@ def add_reproduce_parser(sub):
     p = sub.add_parser("reproduce", help="list the paper experiments and comparison tables, print or run their commands")
     p.add_argument("name", nargs="?", help="a preset, or table-<data> for a comparison table (none: list them)")
     p.add_argument("--run", action="store_true", help="run the commands instead of printing them")
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (default: 0,1,2; a preset whose paper fixes a seed runs that one)")
     p.add_argument("--rounds", type=int, default=None, help="rounds of a comparison table (default: the committed table's)")
     p.add_argument("--data-dir", default=None, help="folder holding the datasets")
     p.add_argument("--device", default="auto", help="device of the runs: auto (a GPU when there is one), cpu, cuda or cuda:N (default: auto)")
@@ -160,11 +160,16 @@ def add_reproduce_parser(sub):
 def reproduce_command(ns) -> int:
     "`fednbs reproduce`: list, print or run."
     if not ns.name: print(reproduce_text()); return 0
-    try: seeds = [int(s) for s in str(ns.seeds).split(",") if s.strip()]
+    try: seeds = [int(s) for s in str(ns.seeds or "0,1,2").split(",") if s.strip()]
     except ValueError: raise FednbsError(f"--seeds '{ns.seeds}' is not a list of whole numbers; pass e.g. --seeds 0,1,2") from None
     check(ns.rounds is None or ns.rounds >= 1, f"--rounds must be 1 or more (got {ns.rounds})",
           "pass e.g. --rounds 15, or leave it out for the committed table's rounds")
     check(ns.jobs >= 1, f"--jobs must be 1 or more (got {ns.jobs})", "pass e.g. --jobs 2 for two runs at once")
+    from fednbs.experiment import load_plugins
+    load_plugins()
+    fixed = PRESETS.get(ns.name, {}).get("seed")
+    if ns.seeds is not None and fixed is not None and seeds != [fixed]:
+        logging.getLogger("fednbs").warning(f"warning: preset {ns.name} runs its paper's seed {fixed} only; --seeds {ns.seeds} is not used")
     if ns.name.startswith("table-"):
         check(ns.name[6:] in TABLE_DATA, f"no comparison table '{ns.name}'", f"choose one of: {', '.join('table-' + d for d in TABLE_DATA)}")
         argvs = [a for _, _, a in table_commands(ns.name[6:], seeds, ns.rounds, f"{ns.out}/table", ns.data_dir, ns.device)]
