@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['NUMERIC', 'RUN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser', 'bench_command', 'bench_engines',
-           'config_from_args', 'list_text', 'main']
+           'config_from_args', 'read_config_file', 'attribute', 'check_resume_flags', 'run_config', 'list_text', 'main']
 
 # %% ../nbs/41_cli.ipynb #168ce380
 import argparse, ast, sys, logging
@@ -57,11 +57,12 @@ RUN_HELP = {
     "report": "which evaluation the summary reports: last, best_val (per client, best validation round: FRAug), "
               "best_mean_val (best mean validation round: Fed-CO) or tail_mean (mean over the last --report-window rounds)",
     "report_window": "rounds averaged by --report tail_mean",
+    "log": "also write every round's numbers for TensorBoard into the run folder: none or tensorboard (pip install \"fednbs[tensorboard]\")",
     "preset": "a paper's experiment settings (GPU-sized): " + ", ".join(sorted(PRESETS)),
 }
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `fednbs` argument parser (run, list, bench, reproduce)."
+    "The `fednbs` argument parser (run, list, bench, reproduce, compare, sweep)."
     load_plugins()
     from fednbs.reproduce import add_reproduce_parser
     p = argparse.ArgumentParser(prog="fednbs", description="Federated learning under feature skew: FedNN, Fed-CO, FRAug and baselines.")
@@ -74,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
             run.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=str, metavar=typ.__name__.upper(),
                              help=RUN_HELP[f.name] + (f" (default: {dflt})" if dflt is not None else ""))
     run.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE", help="dataset option (repeatable)")
+    run.add_argument("--config", metavar="FILE", help="read settings from a TOML or JSON file (a run's config.json is one); flags override it")
     for flag in ("resume", "overwrite", "fail-fast", "quiet"):
-        run.add_argument("--" + flag, action="store_true", help={"resume": "continue the run in --out from its checkpoint",
+        run.add_argument("--" + flag, action="store_true", default=None, help={"resume": "continue the run in --out from its checkpoint, with the settings of its config.json",
                          "overwrite": "replace an earlier run in --out", "fail-fast": "stop at the first failing client",
                          "quiet": "no progress bar or table"}[flag])
     run.add_argument("--pretrained", nargs="?", const="torchvision", default=None, metavar="PATH",
@@ -86,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"{help_} [{', '.join(algos)}]")
     sub.add_parser("list", help="list algorithms, datasets, models and norms")
     add_reproduce_parser(sub)
+    from fednbs.compare import add_compare_parser
+    from fednbs.sweep import add_sweep_parser
+    add_compare_parser(sub); add_sweep_parser(sub)
     bench = sub.add_parser("bench", help="time federated rounds against the bare PyTorch loop (framework tax)")
     bench.add_argument("--algo", action="append", help="algorithm(s) to time (default: fedavg and fedbn)")
     bench.add_argument("--model", default="digitmodel", help="model (default: digitmodel)")
@@ -133,14 +138,15 @@ def bench_engines(ns) -> int:
     return 0
 
 # %% ../nbs/41_cli.ipynb #9dc4d26c
-def config_from_args(ns: argparse.Namespace) -> RunConfig:
+def config_from_args(ns: argparse.Namespace, base: dict|None = None) -> RunConfig: # base: settings the flags override (a config file's)
     "The `RunConfig` described by parsed `fednbs run` arguments."
-    kw = {}
+    base = base or {}
+    kw = {k: v for k, v in base.items() if k not in ("algo_params", "data_options")}
     for f in fields(RunConfig):
         v = getattr(ns, f.name, None)
         if v is None: continue
         kw[f.name] = parse_value(v, NUMERIC[f.name], "--" + f.name.replace("_", "-")) if f.name in NUMERIC and isinstance(v, str) else v
-    kw["data_options"] = dict(parse_option(o) for o in ns.data_option)
+    kw["data_options"] = {**base.get("data_options", {}), **dict(parse_option(o) for o in ns.data_option)}
     algo = kw.get("algo") or PRESETS.get(kw.get("preset"), {}).get("algo") or DEFAULTS["algo"]
     own = ALGORITHMS[algo].all_hparams(); flags = hparam_flags(); params = {}
     for name, (typ, _, algos) in flags.items():
@@ -148,8 +154,128 @@ def config_from_args(ns: argparse.Namespace) -> RunConfig:
         if v is None: continue
         check(name in own, f"--{name.replace('_', '-')} does not apply to {algo}", f"it is a hyper-parameter of {', '.join(algos)}")
         params[name] = parse_value(v, type(own[name][0]) if own[name][0] is not None else str, f"--{name.replace('_', '-')}")
-    kw["algo_params"] = params
+    kw["algo_params"] = {**base.get("algo_params", {}), **params}
     return RunConfig(**kw)
+
+# %% ../nbs/41_cli.ipynb #4ec46e6f
+import json, re, difflib, inspect, tomllib
+from pathlib import Path
+from .experiment import resolve, check_data_options, fingerprint
+from .datasets import SKEW_OPTIONS
+
+_FLAGS = ("resume", "overwrite", "fail_fast", "quiet")
+
+def read_config_file(path: str) -> tuple[dict, dict]:
+    "The settings in the TOML or JSON file `path` and where each came from: `(settings, {flag: 'FILE, key KEY'})`."
+    p = Path(path)
+    check(p.is_file(), f"config file {path} does not exist", "pass --config with a .toml or .json file (a run's config.json is one)")
+    kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
+    try: d = json.loads(p.read_text()) if kind == "JSON" else tomllib.loads(p.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise FednbsError(f"{path} is not valid {kind} ({str(e).splitlines()[0]}); fix the file, or write TOML in a .toml file, JSON in a .json file") from None
+    check(isinstance(d, dict), f"{path} holds no table of settings", "write one setting per line, e.g. rounds = 5")
+    hps, names = hparam_flags(), [f.name for f in fields(RunConfig)]
+    out, origins = {"algo_params": {}, "data_options": {}}, {}
+    def table(k, v):
+        check(isinstance(v, dict), f"{path}, key {k}: expected a table of name = value", f"write it as [{k}] followed by name = value lines")
+        return v
+    for k, v in d.items():
+        where = f"{path}, key {k}"
+        if v is None: continue                                          # JSON null: not set (as in a run's config.json)
+        if k in ("algo_params", "data_options"):
+            for name, x in table(k, v).items():
+                out[k][name] = x
+                origins["--" + name.replace("_", "-") if k == "algo_params" else f"--data-option {name}"] = f"{where}.{name}"
+        elif k in hps: out["algo_params"][k] = v; origins["--" + k.replace("_", "-")] = where   # a hyper-parameter at the top
+        else:
+            near = difflib.get_close_matches(k, names + list(hps), n=1)
+            check(k in names, f"{where}: unknown setting '{k}'", (f"did you mean '{near[0]}'? " if near else "") +
+                  "use a RunConfig field (see fednbs run --help), a hyper-parameter, or a table [data_options]")
+            flag = "--" + k.replace("_", "-")
+            if k in NUMERIC and isinstance(v, str): v = parse_value(v, NUMERIC[k], f"{where} ({flag})")
+            elif k in NUMERIC and isinstance(v, int) and not isinstance(v, bool) and NUMERIC[k] is float: v = float(v)
+            elif k in NUMERIC: check(isinstance(v, NUMERIC[k]) and not isinstance(v, bool), f"{where}: {v!r} is not a valid {NUMERIC[k].__name__}",
+                                     f"write {k} = <{NUMERIC[k].__name__}>")
+            elif k in _FLAGS: check(isinstance(v, bool), f"{where}: {v!r} is not a boolean", f"write {k} = true or {k} = false")
+            else: check(isinstance(v, str), f"{where}: {v!r} is not text", f'write {k} = "..." (quoted)')
+            out[k] = v; origins[flag] = where
+    return out, origins
+
+def attribute(e: FednbsError, origins: dict) -> FednbsError:
+    "`e` prefixed with the file and key of the setting it names, when that setting came from a config file."
+    msg, hits = str(e), []
+    for flag, where in origins.items():
+        pats = [re.escape(flag) + r"(?![\w-])"] + [f"unknown {kind} '" for key, kind in _KINDS.items() if flag == "--" + key]
+        for pat in pats:
+            m = re.search(pat, msg.split("; ")[0])
+            if m: hits.append((m.start(), where))
+    return FednbsError(f"{min(hits)[1]}: {msg}") if hits else e
+
+_KINDS = {"algo": "algorithm", "data": "dataset", "model": "model", "norm": "norm"}
+
+
+# %% ../nbs/41_cli.ipynb #4372b9f1
+def _labels(ns: argparse.Namespace) -> dict:
+    "`{setting: flag}` of the settings typed on the command line (hyper-parameters and data options by name)."
+    out = {f.name: "--" + f.name.replace("_", "-") for f in fields(RunConfig) if getattr(ns, f.name, None) is not None}
+    out |= {f"algo_params.{k}": "--" + k.replace("_", "-") for k in hparam_flags() if getattr(ns, f"hp_{k}", None) is not None}
+    return out | {f"data_options.{parse_option(o)[0]}": f"--data-option {parse_option(o)[0]}" for o in ns.data_option}
+
+def _file_labels(origins: dict) -> dict:
+    "`{setting: 'FILE, key KEY'}` from `read_config_file`'s origins."
+    out = {}
+    for flag, where in origins.items():
+        key = where.split(", key ", 1)[1]
+        out[key if "." in key or key in {f.name for f in fields(RunConfig)} else f"algo_params.{key}"] = where
+    return out
+
+def check_resume_flags(saved: dict, cfg: RunConfig, labels: dict, out: str, hp_defaults: dict|None = None):
+    "Refuse a setting given with `--resume` that contradicts the saved run `saved` (only more rounds are allowed), naming it."
+    old, new, hp_defaults = fingerprint(RunConfig(**saved)), fingerprint(cfg), hp_defaults or {}
+    if new.get("data_dir") is not None: new["data_dir"] = str(Path(new["data_dir"]).expanduser().resolve())   # as resolve() saves it
+    for k in sorted(k for k in new if k in saved or k in ("algo_params", "data_options")):   # settings a run of an older version lacks: not compared
+        if k in ("algo_params", "data_options"):
+            d = hp_defaults if k == "algo_params" else {}
+            pairs = [(f"{k}.{n}", old[k].get(n, d.get(n)), new[k].get(n, d.get(n))) for n in sorted(set(old[k]) | set(new[k]))]
+            pairs = [p for p in pairs if p[1] != p[2]]
+        else: pairs = [(k, old.get(k), new.get(k))] if old.get(k) != new.get(k) else []
+        for key, was, now in pairs:
+            if key == "rounds" and isinstance(was, int) and isinstance(now, int) and now > was: continue
+            name = labels.get(key, key)
+            check(False, f"{name} contradicts the run in {out} ({key.split('.')[-1]} there: {was!r}, here: {now!r}{'; only more rounds extend a run' if key == 'rounds' else ''})",
+                  f"leave {name} out to continue the run as it was made (its config.json), or start a new run with another --out or --overwrite")
+
+def run_config(ns: argparse.Namespace) -> RunConfig:
+    "The checked `RunConfig` of `fednbs run`: a resumed run's own config.json, then `--config FILE`, then the flags."
+    base, origins = {}, {}
+    if ns.config: base, origins = read_config_file(ns.config)
+    out, saved = ns.out or base.get("out"), None
+    if ns.resume and out and (Path(out) / "config.json").is_file():
+        saved, _ = read_config_file(str(Path(out) / "config.json"))
+        for k in ("out", "resume", "overwrite"): saved.pop(k, None)
+        base = {**saved, **base, "algo_params": {**saved["algo_params"], **base.get("algo_params", {})},
+                "data_options": {**saved["data_options"], **base.get("data_options", {})}}
+    labels = _file_labels(origins) | _labels(ns)                          # a flag overrides the file
+    try:
+        cfg = config_from_args(ns, base)
+        algo = ALGORITHMS[cfg.algo or PRESETS.get(cfg.preset, {}).get("algo") or DEFAULTS["algo"]]
+        own = algo.all_hparams()
+        if saved is not None: check_resume_flags(saved, cfg, labels, out, {k: v[0] for k, v in own.items()})
+        for k, v in list(cfg.algo_params.items()):
+            if labels.get(f"algo_params.{k}", "").startswith("--"): continue     # a flag, parsed by config_from_args
+            check(k in own, f"--{k.replace('_', '-')} does not apply to {algo.name}", f"remove it, or use an algorithm that has it ({', '.join(hparam_flags().get(k, ('', '', ['none']))[2])})")
+            if isinstance(v, str) and own[k][0] is not None and not isinstance(own[k][0], str):
+                cfg.algo_params[k] = parse_value(v, type(own[k][0]), "--" + k.replace("_", "-"))
+        r = resolve(cfg)
+        check_data_options(r.data, r.data_options)
+        params = inspect.signature(DATASETS[r.data]).parameters
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            for k in r.data_options:
+                check((k in params and k not in ("data_dir", "seed")) or k in SKEW_OPTIONS or k == "val_frac", f"--data-option {k}: dataset {r.data} has no option '{k}'",
+                      f"its options are {', '.join([n for n in params if n not in ('data_dir', 'seed')] + list(SKEW_OPTIONS) + ['val_frac'])}")
+    except FednbsError as e: raise attribute(e, {f: w for f, w in origins.items() if f not in _labels(ns).values()}) from None
+    return cfg
+
 
 # %% ../nbs/41_cli.ipynb #463243db
 def list_text() -> str:
@@ -169,14 +295,21 @@ def main(argv: list[str]|None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         parser = build_parser()
-        ns = parser.parse_args(argv or ["run"])
+        ns, extra = parser.parse_known_args(argv or ["run"])
+        if ns.command == "sweep":   # its unknown flags go to each fednbs run
+            from fednbs.sweep import sweep_command
+            return sweep_command(ns, extra)
+        if extra: ns = parser.parse_args(argv)   # argparse's own message for flags it does not know
         if ns.command == "list": print(list_text()); return 0
         if ns.command == "bench": return bench_command(ns)
         if ns.command == "reproduce":
             from fednbs.reproduce import reproduce_command
             return reproduce_command(ns)
+        if ns.command == "compare":
+            from fednbs.compare import compare_command
+            return compare_command(ns)
         if ns.command is None: ns = parser.parse_args(["run"])
-        summary = run_experiment(config_from_args(ns))
+        summary = run_experiment(run_config(ns))
         print(f"{summary['headline_model']} model, last round: mean over clients {summary['mean_accuracy']:.4f}, pooled {summary['weighted_accuracy']:.4f}")
         rep = summary.get("reported", {})
         if rep.get("rule", "last") != "last":

@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS', 'AVERAGES',
-           'load_plugins', 'RunConfig', 'apply_preset', 'check_device', 'check_hparams', 'resolve', 'atomic_write',
-           'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
-           'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report',
-           'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine', 'check_data_options',
-           'load_data', 'run_experiment']
+           'LOGS', 'load_plugins', 'RunConfig', 'apply_preset', 'check_device', 'check_hparams', 'resolve',
+           'atomic_write', 'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings',
+           'save_checkpoint', 'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data',
+           'accuracy_series', 'select_report', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence',
+           'make_engine', 'check_data_options', 'load_data', 'open_log', 'log_round', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, csv, json, math, time, ast, importlib, pkgutil, logging, inspect, shutil
@@ -30,14 +30,14 @@ def load_plugins():
     "Import every fednbs module so that all algorithms, datasets, models and norms are registered."
     for mod in pkgutil.iter_modules(fednbs.__path__):
         # the Flower bridge registers nothing and is imported only for --engine flower (an optional extra)
-        if mod.name.startswith("_") or mod.name in ("cli", "flower"): continue
+        if mod.name.startswith("_") or mod.name in ("cli", "flower", "benchmarks", "speed"): continue
         importlib.import_module(f"fednbs.{mod.name}")
 
 # %% ../nbs/40_experiment.ipynb #0f8c1714
 DEFAULTS = dict(algo="fedbn", data="skdigits", model="cnn", norm="default", rounds=20, local_epochs=1, lr=0.01,
                 batch_size=32, momentum=0.0, weight_decay=0.0, grad_clip=0.0, lr_decay=1.0, seed=0, sampling="all",
                 fraction=1.0, weighting="samples", eval_every=1, engine="inprocess", client_states="memory", device="auto", checkpoint_every=1,
-                report="last", report_window=10)
+                report="last", report_window=10, log="none")
 
 @dataclass
 class RunConfig:
@@ -75,6 +75,7 @@ class RunConfig:
     algo_params: dict = field(default_factory=dict)
     data_options: dict = field(default_factory=dict)
     preset: str|None = None
+    log: str|None = None           # none, or tensorboard (scalars per round in the run folder's tensorboard/)
 
 # %% ../nbs/40_experiment.ipynb #5834c96e
 for _name, _doc, _settings in [
@@ -166,6 +167,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
           "with --engine flower every client keeps its own state on its node", "leave out --client-states, or use --engine inprocess or batched")
     check(cfg.report in ("last", "best_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
           "use last, best_val (FRAug), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
+    check(cfg.log in ("none", "tensorboard"), f"unknown --log '{cfg.log}'", "use none or tensorboard")
     check_device(cfg.device)
     if cfg.data_dir is not None:
         p = Path(cfg.data_dir).expanduser()
@@ -229,7 +231,7 @@ def prepare_out_dir(cfg: RunConfig):
     return out, lock
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
-RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states")
+RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states", "log")
 
 def fingerprint(cfg: RunConfig|dict) -> dict:
     "The settings a checkpoint must agree with to be resumed."
@@ -239,7 +241,8 @@ def fingerprint(cfg: RunConfig|dict) -> dict:
 def check_same_settings(saved: dict, cfg: RunConfig, what: str):
     "Refuse to continue `what` (made with the fingerprint `saved`) under other settings, naming those that differ."
     mine = fingerprint(cfg)
-    diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+    diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k)
+                  and not (k == "rounds" and isinstance(saved.get(k), int) and mine[k] > saved[k]))  # more rounds extend a run
     check(not diff, f"{what} was made with other settings ({', '.join(f'{k}: {saved.get(k)!r} vs {mine.get(k)!r}' for k in diff)})",
           "resume with the original settings (see config.json there), or start a new run with --overwrite or another --out")
 
@@ -438,11 +441,35 @@ def check_data_options(name: str, options: dict):
 
 def load_data(cfg: RunConfig) -> FederatedData:
     "The resolved configuration's dataset, seeded."
-    check_data_options(cfg.data, cfg.data_options)
-    try: data = DATASETS[cfg.data](data_dir=cfg.data_dir, seed=cfg.seed, **cfg.data_options)
+    from fednbs.datasets import SKEW_OPTIONS, feature_skew, carve_validation, dataset_options
+    carve = "val_frac" in cfg.data_options and "val_frac" not in dataset_options(DATASETS[cfg.data])   # a loader without its own
+    options = {k: v for k, v in cfg.data_options.items() if k not in SKEW_OPTIONS and not (carve and k == "val_frac")}
+    check_data_options(cfg.data, options)
+    try: data = DATASETS[cfg.data](data_dir=cfg.data_dir, seed=cfg.seed, **options)
     except TypeError as e:
         raise FednbsError(f"bad --data-option for {cfg.data} ({e}); see the dataset's documentation for its options") from None
+    skew = {k: cfg.data_options.get(k, v) for k, v in SKEW_OPTIONS.items()}
+    if any(k in cfg.data_options for k in SKEW_OPTIONS):
+        data = feature_skew(data.validate(), skew["skew"], skew["skew_severity"], skew["skew_seed"])
+    if carve: data = carve_validation(data.validate(), cfg.data_options["val_frac"], cfg.seed)
     return data.validate()
+
+# %% ../nbs/40_experiment.ipynb #dceebced
+LOGS = ("none", "tensorboard")
+
+def open_log(cfg: RunConfig, out: Path, start: int):
+    "A TensorBoard `SummaryWriter` in `out/tensorboard` that purges steps from `start` on, or None without `--log tensorboard`."
+    if (getattr(cfg, "log", None) or "none") == "none": return None
+    try: from torch.utils.tensorboard import SummaryWriter
+    except ImportError: raise FednbsError('--log tensorboard needs the tensorboard package; install it with pip install "fednbs[tensorboard]"') from None
+    return SummaryWriter(str(out / "tensorboard"), purge_step=start if start > 0 else None)
+
+def log_round(writer, rnd: int, rows: list[dict], wire: dict|None = None):
+    "Write one round's metric rows (tag `split/metric/client`, step `rnd`) and its bytes sent to `writer`."
+    for r in rows:
+        if r["metric"] != "failed": writer.add_scalar(f"{r['split']}/{r['metric']}/{r['client']}", r["value"], rnd)
+    for k, v in (wire or {}).items(): writer.add_scalar(f"wire/{k}_bytes", v, rnd)
+    writer.flush()
 
 # %% ../nbs/40_experiment.ipynb #3f7a8814
 def _start(cfg: RunConfig, out: Path, engine):
@@ -477,10 +504,12 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     from tqdm import tqdm   # a text bar on stderr: no widget library needed in Jupyter
     bar = tqdm(total=cfg.rounds, initial=engine.round, desc=f"{cfg.algo} on {cfg.data}", unit="round", disable=cfg.quiet, file=sys.stderr)
     t0, done = time.perf_counter(), 0
+    tb = open_log(cfg, out, engine.round)   # None unless --log tensorboard
     def on_round(rnd: int, rows: list[dict]):
         nonlocal done
         write_metrics(metrics_path, rows, append=True)
         if (rnd + 1) % cfg.checkpoint_every == 0 or rnd + 1 == cfg.rounds: save_checkpoint(ckpt, cfg, engine)
+        if tb is not None: log_round(tb, rnd, rows, getattr(engine, "wire", None))
         acc = [r["value"] for r in rows if r["client"] == "mean" and r["metric"] == f"acc_{algo_cls.headline}" and r["split"] == "test"]
         if acc: bar.set_postfix(acc=f"{acc[0]:.3f}")
         bar.update(1); done += 1
@@ -488,7 +517,9 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     try: engine.run(min(remaining, stop_after) if stop_after is not None else remaining, on_round=on_round)
     except FednbsError as e:
         raise FednbsError(f"{e}; the run stopped, its finished rounds are kept in {out} (--resume continues from the last checkpoint)") from None
-    finally: bar.close()
+    finally:
+        bar.close()
+        if tb is not None: tb.close()
     rows = read_metrics(metrics_path)
     if engine.round < cfg.rounds:
         return {"stopped_at_round": engine.round, "out": str(out)}
