@@ -70,7 +70,8 @@ def _headline(algo: str) -> str:
 
 def _sd(v: list) -> float: return statistics.stdev(v) if len(v) > 1 else 0.0
 
-def summarize_groups(groups: dict, rule: str = "last", window: int = 10, model: str|None = None) -> dict:
+def summarize_groups(groups: dict, rule: str = "last", window: int = 10, model: str|None = None,
+                     sizes: dict|None = None) -> dict: # test images per client, for runs without summary.json (pooled accuracy of best_val)
     "Per group: `{seeds, model, columns: {client|'mean'|'pooled': (mean, std)}, curve: {round: (mean, std)}}`."
     check(rule in REPORTS, f"unknown --report '{rule}'", f"use one of {', '.join(REPORTS)}")
     out = {}
@@ -79,9 +80,10 @@ def summarize_groups(groups: dict, rule: str = "last", window: int = 10, model: 
         vals, curves = {}, {}
         for run in runs:
             clients = sorted({r["client"] for r in run["rows"] if r["client"] not in ("mean", "weighted")})
-            sizes = (json.loads((run["path"] / "summary.json").read_text()).get("test_sizes")
-                     if (run["path"] / "summary.json").exists() else None)
-            sel = select_report(run["rows"], rule, clients, m, window, sizes)
+            path = run.get("path")   # None: accuracy rows kept without their run folder
+            n = (json.loads((path / "summary.json").read_text()).get("test_sizes")
+                 if path is not None and (path / "summary.json").exists() else sizes)
+            sel = select_report(run["rows"], rule, clients, m, window, n)
             check(m in sel, f"{run['path']} has no evaluation of model '{m}'", f"pick one of {', '.join(sel)} with --model")
             for k, v in {**sel[m]["per_client"], "mean": sel[m]["mean"], "pooled": sel[m]["weighted"]}.items(): vals.setdefault(k, []).append(v)
             for rnd, v in accuracy_series(run["rows"], "test")[m]["mean"].items(): curves.setdefault(rnd, []).append(v)
@@ -124,18 +126,21 @@ def compare_csv(agg: dict) -> str:
     return "\n".join(lines) + "\n"
 
 # %% ../nbs/44_compare.ipynb #b394ba88
-def compare_figure(agg: dict, title: str = ""):
+def compare_figure(agg: dict, title: str = "", ax=None): # ax: draw into these axes (e.g. one panel of a larger figure)
     "A `matplotlib.figure.Figure`: per group, mean over seeds of the mean accuracy over clients per round, ± std band."
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
-    fig = Figure(figsize=(6.4, 4)); ax = fig.add_subplot()
+    own = ax is None
+    if own: ax = Figure(figsize=(6.4, 4)).add_subplot()
+    fig = ax.figure
     for k, g in agg.items():
         xs = sorted(g["curve"]); m = [g["curve"][r][0] for r in xs]; s = [g["curve"][r][1] for r in xs]
         line, = ax.plot([r + 1 for r in xs], m, lw=2, label=f"{k} ({g['model']}, {len(g['seeds'])} seeds)")
         ax.fill_between([r + 1 for r in xs], [a - b for a, b in zip(m, s)], [a + b for a, b in zip(m, s)], color=line.get_color(), alpha=0.2)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round"); ax.set_ylabel("test accuracy, mean over clients"); ax.set_title(title); ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right"); fig.tight_layout()
+    ax.legend(fontsize=7, loc="lower right")
+    if own: fig.tight_layout()
     return fig
 
 def write_compare(agg: dict, out: str|Path, title: str = "") -> Path:
