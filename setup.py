@@ -25,6 +25,7 @@ min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 flower_requirements = shlex.split(cfg.get('flower_requirements', ''))
+tensorboard_requirements = shlex.split(cfg.get('tensorboard_requirements', ''))
 
 setuptools.setup(
     name = cfg['lib_name'],
@@ -39,7 +40,7 @@ setuptools.setup(
     packages = setuptools.find_packages(),
     include_package_data = True,
     install_requires = requirements,
-    extras_require={'dev': dev_requirements, 'flower': flower_requirements},
+    extras_require={'dev': dev_requirements, 'flower': flower_requirements, 'tensorboard': tensorboard_requirements},
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

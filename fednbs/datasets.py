@@ -6,16 +6,16 @@
 __all__ = ['PUBLISHED_MD5', 'PARTITION_DEFAULTS', 'DIGITS3_FILES', 'DIGITS5', 'FEDBN_DIGITS_ZIP', 'PACS_DOMAINS', 'PACS_CLASSES',
            'IMAGENET_MEAN', 'IMAGENET_STD', 'AUGMENTATIONS', 'OFFICEHOME_DOMAINS', 'OFFICE_SITES', 'OFFICE_CLASSES',
            'DOMAINNET_SITES', 'DOMAINNET_TOP10', 'CIFAR_MEAN', 'CIFAR_STD', 'CIFAR100_MEAN', 'CIFAR100_STD',
-           'CIFAR10_CLASSES', 'CIFAR10C_CORRUPTIONS', 'FRAUG_DIGITS', 'data_root', 'missing', 'md5_of', 'verify_md5',
-           'safe_unpickle', 'read_npz', 'check_images', 'read_images', 'Domain', 'dataset_options', 'partition_options',
-           'load_dataset', 'pick_domains', 'build_federated', 'fedbn_split', 'load_digits3', 'read_fedbn_digits',
-           'read_mnist_raw', 'read_mat_pair', 'read_usps_raw', 'read_mnistm_raw', 'fedbn_partitions',
-           'read_digits_domain', 'load_digits', 'find_domain_dirs', 'folder_domain', 'pacs_folder_domains',
-           'imagenet_augment', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image', 'list_domain',
-           'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10', 'load_cifar100',
-           'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'shared_data_dir', 'hue_shift',
-           'RandomResizedCropJitter', 'read_digits_pool', 'load_fraug_digits', 'with_partition',
-           'cifar100_coarse_partition', 'load_cifar100_labelskew', 'with_augment_option']
+           'CIFAR10_CLASSES', 'CIFAR10C_CORRUPTIONS', 'FEATURE_SKEWS', 'SKEW_OPTIONS', 'FRAUG_DIGITS', 'data_root',
+           'missing', 'md5_of', 'verify_md5', 'safe_unpickle', 'read_npz', 'check_images', 'read_images', 'Domain',
+           'dataset_options', 'partition_options', 'load_dataset', 'pick_domains', 'build_federated', 'fedbn_split',
+           'load_digits3', 'read_fedbn_digits', 'read_mnist_raw', 'read_mat_pair', 'read_usps_raw', 'read_mnistm_raw',
+           'fedbn_partitions', 'read_digits_domain', 'load_digits', 'find_domain_dirs', 'folder_domain',
+           'pacs_folder_domains', 'imagenet_augment', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image',
+           'list_domain', 'list_benchmark', 'load_office_caltech10', 'load_domainnet', 'read_cifar10', 'load_cifar10',
+           'load_cifar100', 'corrupt', 'read_cifar10c_official', 'load_cifar10c', 'feature_skew', 'carve_validation',
+           'shared_data_dir', 'hue_shift', 'RandomResizedCropJitter', 'read_digits_pool', 'load_fraug_digits',
+           'with_partition', 'cifar100_coarse_partition', 'load_cifar100_labelskew', 'with_augment_option']
 
 # %% ../nbs/03_datasets.ipynb #e01470ea
 import os, io, bz2, gzip, hashlib, importlib, inspect, pickle, tarfile, zipfile, zlib, struct, math
@@ -951,6 +951,86 @@ def load_cifar10c(data_dir=None, seed: int = 0, severity: int = 4, corruptions=N
             get = lambda s, idx, size, k=k: corrupt(xb[sets[s][idx]], k, int(severity), seed=derive_seed(s, *map(int, idx[:4]), len(idx)))
             doms.append(Domain(k, {"train": y[tr], "test": y[te]}, get))
     return build_federated("cifar10c", doms, seed, o, 10, CIFAR10_CLASSES, 32, CIFAR_MEAN, CIFAR_STD, CropFlip(4), notes=note)
+
+# %% ../nbs/03_datasets.ipynb #a9178b88
+FEATURE_SKEWS = ("rotate", "noise", "colour", "blur") + CIFAR10C_CORRUPTIONS
+SKEW_OPTIONS = {"skew": "mixed", "skew_severity": 3, "skew_seed": 0}   # data options every dataset takes (applied after loading)
+
+def _skew(x: Tensor, kind: str, s: int, g: torch.Generator) -> tuple[Tensor, dict]:
+    "Images `x` (float NCHW in [0, 1]) through one client's transformation `kind` at severity `s`: (images, its parameters)."
+    u = lambda *shape: torch.rand(*shape, generator=g)
+    n, c, h, w = x.shape
+    if kind == "rotate":
+        a = math.radians(float(u(1) * 2 - 1) * 18 * s)
+        A = torch.tensor([[math.cos(a), -math.sin(a), 0.0], [math.sin(a), math.cos(a), 0.0]]).expand(n, 2, 3)
+        grid = F.affine_grid(A, [n, c, h, w], align_corners=False)
+        return F.grid_sample(x, grid, padding_mode="border", align_corners=False), {"degrees": round(math.degrees(a), 1)}
+    if kind == "noise":
+        sigma = 0.03 * s * float(0.5 + u(1)); return x + sigma * torch.randn(x.shape, generator=g), {"sigma": round(sigma, 4)}
+    if kind == "colour":
+        gain, shift = 1 + (u(c) * 2 - 1) * 0.1 * s, (u(c) * 2 - 1) * 0.08 * s
+        return x * gain.view(1, c, 1, 1) + shift.view(1, c, 1, 1), {"gain": [round(float(v), 3) for v in gain], "shift": [round(float(v), 3) for v in shift]}
+    if kind == "blur": sigma = 0.3 * s * float(0.75 + 0.5 * u(1)); return _blur(x, sigma), {"sigma": round(sigma, 3)}
+    if c == 1: return _corrupt(x.expand(-1, 3, -1, -1), kind, s, g).mean(1, keepdim=True), {}
+    return _corrupt(x, kind, s, g), {}
+
+def _skew_kinds(kinds) -> list[str]:
+    if kinds == "mixed": return ["rotate", "noise", "colour", "blur"]
+    ks = [k.strip() for k in kinds.split("+")] if isinstance(kinds, str) else list(kinds)
+    bad = [k for k in ks if k not in FEATURE_SKEWS]
+    check(bool(ks) and not bad, f"--data-option skew: unknown transformation {', '.join(map(repr, bad)) or 'none'}",
+          f"use mixed, or one or more of {', '.join(FEATURE_SKEWS)} joined by +")
+    return ks
+
+# %% ../nbs/03_datasets.ipynb #7317c2a7
+def feature_skew(data: FederatedData, kinds="mixed", # one kind, a list (or "a+b") cycled over the clients, or "mixed"
+                 severity: int = 3, # 1 (mild) .. 5 (strong)
+                 seed: int = 0) -> FederatedData: # the clients' transformations depend on it and on their names only
+    "A copy of `data` in which each client's images (every split) pass through the client's own seeded transformation."
+    ks = _skew_kinds(kinds)
+    check(not isinstance(severity, bool) and float(severity).is_integer() and 1 <= severity <= 5,
+          f"--data-option skew_severity must be a whole number from 1 to 5 (got {severity!r})", "pass e.g. skew_severity=3")
+    check(not isinstance(seed, bool) and float(seed).is_integer() and seed >= 0, f"--data-option skew_seed must be a whole number, 0 or more (got {seed!r})",
+          "pass e.g. skew_seed=0")
+    pool = torch.cat([c.x_train for c in data.clients]).float()
+    lo, hi = pool.amin((0, 2, 3), keepdim=True), pool.amax((0, 2, 3), keepdim=True)
+    span = (hi - lo).clamp(min=1e-6)
+    clients, info = [], {}
+    for k, c in enumerate(data.clients):
+        kind = ks[k % len(ks)]
+        g = torch.Generator().manual_seed(derive_seed("feature_skew", int(seed), c.name, kind, int(severity)) % 2**63)
+        splits = [s for s in ("train", "val", "test") if getattr(c, f"x_{s}") is not None]
+        x = torch.cat([getattr(c, f"x_{s}").float().cpu() for s in splits])
+        y, params = _skew((x - lo) / span, kind, int(severity), g)
+        y = (y.clamp(0, 1) * span + lo).to(c.x_train.dtype)
+        parts = dict(zip(splits, y.split([len(getattr(c, f"x_{s}")) for s in splits])))
+        clients.append(ClientData(c.name, parts["train"].contiguous(), c.y_train, parts["test"].contiguous(), c.y_test,
+                                  None if c.x_val is None else parts["val"].contiguous(), c.y_val))
+        info[c.name] = {"kind": kind, **params}
+    desc = ", ".join(f"{n}: {v['kind']}" for n, v in info.items())
+    out = FederatedData(data.name, clients, data.num_classes, data.classes, data.augment,
+                        (data.notes + "; " if data.notes else "") + f"feature skew at severity {int(severity)} ({desc})").validate()
+    if hasattr(data, "partition"): out.partition = data.partition
+    out.feature_skew = info
+    return out
+
+# %% ../nbs/03_datasets.ipynb #8632608f
+def carve_validation(data: FederatedData, frac: float, seed: int = 0) -> FederatedData:
+    "A copy of `data` in which a stratified `frac` of each client's training images (drawn by `seed`) form its validation split."
+    check(not isinstance(frac, bool) and isinstance(frac, (int, float)) and 0 < frac < 1, f"--data-option val_frac must be in (0, 1) (got {frac!r})",
+          "pass e.g. val_frac=0.1")
+    clients = []
+    for c in data.clients:
+        check(c.x_val is None, f"client {c.name} of {data.name} already has a validation split", "leave out val_frac")
+        tr, va = stratified_split(c.y_train.cpu().numpy(), frac, derive_seed("val", seed, c.name) % 2**32)
+        check(len(tr) >= 2 and len(va) >= 1, f"--data-option val_frac={frac} leaves client {c.name} {len(tr)} training and {len(va)} validation images",
+              "use a val_frac between 0.05 and 0.5")
+        tr, va = torch.as_tensor(tr), torch.as_tensor(va)
+        clients.append(ClientData(c.name, c.x_train[tr], c.y_train[tr], c.x_test, c.y_test, c.x_train[va], c.y_train[va]))
+    out = FederatedData(data.name, clients, data.num_classes, data.classes, data.augment, data.notes).validate()
+    for k in ("partition", "feature_skew"):
+        if hasattr(data, k): setattr(out, k, getattr(data, k))
+    return out
 
 # %% ../nbs/03_datasets.ipynb #899d6650
 def shared_data_dir() -> Path|None:

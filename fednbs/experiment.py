@@ -4,12 +4,12 @@
 
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS',
-           'AVERAGES', 'RunConfig', 'apply_preset', 'check_device', 'check_types', 'check_out_path', 'check_hparams',
-           'epochs_over_iterations', 'unused_flags', 'resolve', 'atomic_write', 'is_run_dir', 'lock_run_dir',
-           'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint', 'load_checkpoint',
-           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report', 'report_text',
-           'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine', 'check_data_options',
-           'load_data', 'engine_ran', 'run_experiment']
+           'AVERAGES', 'LOGS', 'RunConfig', 'apply_preset', 'check_device', 'check_types', 'check_out_path',
+           'check_hparams', 'epochs_over_iterations', 'unused_flags', 'resolve', 'atomic_write', 'is_run_dir',
+           'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
+           'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report',
+           'report_text', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine',
+           'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_ran', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing
@@ -30,7 +30,7 @@ log = logging.getLogger("fednbs")
 DEFAULTS = dict(algo="fedbn", data="skdigits", model="cnn", norm="default", rounds=20, local_epochs=1, lr=0.01,
                 batch_size=32, momentum=0.0, weight_decay=0.0, grad_clip=0.0, lr_decay=1.0, seed=0, sampling="all",
                 fraction=1.0, weighting="samples", eval_every=1, engine="inprocess", client_states="memory", device="auto", checkpoint_every=1,
-                report="last", report_window=10)
+                report="last", report_window=10, log="none")
 
 @dataclass
 class RunConfig:
@@ -68,6 +68,7 @@ class RunConfig:
     algo_params: dict = field(default_factory=dict)
     data_options: dict = field(default_factory=dict)
     preset: str|None = None
+    log: str|None = None           # none, or tensorboard (scalars per round in the run folder's tensorboard/)
 
 # %% ../nbs/40_experiment.ipynb #5834c96e
 for _name, _doc, _settings in [
@@ -233,6 +234,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
           f"with --engine {cfg.engine} every client keeps its own state on its node", f"leave out --client-states, or use --engine {' or '.join(in_process)}")
     check(cfg.report in ("last", "best_val", "max_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
           "use last, best_val (FRAug, Digits), max_val (FRAug, PACS/OfficeHome), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
+    check(cfg.log in ("none", "tensorboard"), f"unknown --log '{cfg.log}'", "use none or tensorboard")
     check_device(cfg.device)
     if cfg.data_dir is not None:
         p = Path(cfg.data_dir).expanduser()
@@ -301,7 +303,7 @@ def prepare_out_dir(cfg: RunConfig):
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
-               "engine_ran")
+               "engine_ran", "log")
 
 def fingerprint(cfg: "RunConfig|dict") -> dict:
     "The settings a checkpoint must agree with to be resumed."
@@ -311,7 +313,8 @@ def fingerprint(cfg: "RunConfig|dict") -> dict:
 def check_same_settings(saved: dict, cfg: RunConfig, what: str):
     "Refuse to continue `what` (made with the fingerprint `saved`) under other settings, naming those that differ."
     mine = fingerprint(cfg)
-    diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+    diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k)
+                  and not (k == "rounds" and isinstance(saved.get(k), int) and mine[k] > saved[k]))  # more rounds extend a run
     check(not diff, f"{what} was made with other settings ({', '.join(f'{k}: {saved.get(k)!r} vs {mine.get(k)!r}' for k in diff)})",
           "resume with the original settings (see config.json there), or start a new run with --overwrite or another --out")
 
@@ -514,19 +517,26 @@ def check_data_options(name: str, options: dict):
         elif d > 0: check(v > 0, f"{flag} must be above 0 (got {v})", f"e.g. {k}={d} (the default)")
 
 def load_data(cfg: RunConfig) -> FederatedData:
-    "The resolved configuration's dataset, seeded; an option the dataset does not take is refused with the list of those it does."
-    from .datasets import dataset_options
-    valid = ", ".join(dataset_options(DATASETS[cfg.data])) or "none"
-    bad = sorted(set(cfg.data_options) - set(dataset_options(DATASETS[cfg.data])))
+    "The resolved configuration's dataset, seeded, with the feature skew and validation split its options ask for; an option it does not take is refused with the list of those it does."
+    from fednbs.datasets import SKEW_OPTIONS, feature_skew, carve_validation, dataset_options
+    own = dataset_options(DATASETS[cfg.data])
+    valid = ", ".join(sorted(set(own) | set(SKEW_OPTIONS) | {"val_frac"}))
+    bad = sorted(set(cfg.data_options) - set(own) - set(SKEW_OPTIONS) - {"val_frac"})
     check(not bad, f"dataset {cfg.data} has no option {', '.join(map(repr, bad))}", f"its options: {valid}")
-    check_data_options(cfg.data, cfg.data_options)
-    try: data = DATASETS[cfg.data](data_dir=cfg.data_dir, seed=cfg.seed, **cfg.data_options)
+    carve = "val_frac" in cfg.data_options and "val_frac" not in own   # a loader without its own validation split
+    options = {k: v for k, v in cfg.data_options.items() if k not in SKEW_OPTIONS and not (carve and k == "val_frac")}
+    check_data_options(cfg.data, options)
+    try: data = DATASETS[cfg.data](data_dir=cfg.data_dir, seed=cfg.seed, **options)
     except TypeError as e: raise FednbsError(f"bad --data-option for {cfg.data} ({e}); its options: {valid}") from None
     except FednbsError as e:
         if cfg.data_dir is not None and (inner := _inner_folder(cfg.data_dir, str(e))):
             raise FednbsError(f"{cfg.data}: its files are not in --data-dir {cfg.data_dir}, which looks one level too deep (the loader "
                               f"expected the folder {Path(cfg.data_dir) / inner}); pass --data-dir {Path(cfg.data_dir).parent}") from None
         raise
+    skew = {k: cfg.data_options.get(k, v) for k, v in SKEW_OPTIONS.items()}
+    if any(k in cfg.data_options for k in SKEW_OPTIONS):
+        data = feature_skew(data.validate(), skew["skew"], skew["skew_severity"], skew["skew_seed"])
+    if carve: data = carve_validation(data.validate(), cfg.data_options["val_frac"], cfg.seed)
     return data.validate()
 
 def _inner_folder(data_dir: str, message: str) -> str|None:
@@ -534,6 +544,24 @@ def _inner_folder(data_dir: str, message: str) -> str|None:
     d = Path(data_dir)
     hits = [m.group(1) for m in re.finditer(re.escape(str(d)) + r"/([^/\s,;()]+)", message)]
     return next((h for h in hits if h.lower() == d.name.lower()), None)
+
+
+# %% ../nbs/40_experiment.ipynb #dceebced
+LOGS = ("none", "tensorboard")
+
+def open_log(cfg: RunConfig, out: Path, start: int):
+    "A TensorBoard `SummaryWriter` in `out/tensorboard` that purges steps from `start` on, or None without `--log tensorboard`."
+    if (getattr(cfg, "log", None) or "none") == "none": return None
+    try: from torch.utils.tensorboard import SummaryWriter
+    except ImportError: raise FednbsError('--log tensorboard needs the tensorboard package; install it with pip install "fednbs[tensorboard]"') from None
+    return SummaryWriter(str(out / "tensorboard"), purge_step=start if start > 0 else None)
+
+def log_round(writer, rnd: int, rows: list[dict], wire: dict|None = None):
+    "Write one round's metric rows (tag `split/metric/client`, step `rnd`) and its bytes sent to `writer`."
+    for r in rows:
+        if r["metric"] != "failed": writer.add_scalar(f"{r['split']}/{r['metric']}/{r['client']}", r["value"], rnd)
+    for k, v in (wire or {}).items(): writer.add_scalar(f"wire/{k}_bytes", v, rnd)
+    writer.flush()
 
 # %% ../nbs/40_experiment.ipynb #3f7a8814
 def engine_ran(cfg: RunConfig, engine) -> str:
@@ -577,10 +605,12 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     from tqdm import tqdm   # a text bar on stderr: no widget library needed in Jupyter
     bar = tqdm(total=cfg.rounds, initial=engine.round, desc=f"{cfg.algo} on {cfg.data}", unit="round", disable=cfg.quiet, file=sys.stderr)
     t0, done = time.perf_counter(), 0
+    tb = open_log(cfg, out, engine.round)   # None unless --log tensorboard
     def on_round(rnd: int, rows: list[dict]):
         nonlocal done
         write_metrics(metrics_path, rows, append=True)
         if (rnd + 1) % cfg.checkpoint_every == 0 or rnd + 1 == cfg.rounds: save_checkpoint(ckpt, cfg, engine)
+        if tb is not None: log_round(tb, rnd, rows, getattr(engine, "wire", None))
         acc = [r["value"] for r in rows if r["client"] == "mean" and r["metric"] == f"acc_{algo_cls.headline}" and r["split"] == "test"]
         if acc: bar.set_postfix(acc=f"{acc[0]:.3f}")
         bar.update(1); done += 1
@@ -588,7 +618,9 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     try: engine.run(min(remaining, stop_after) if stop_after is not None else remaining, on_round=on_round)
     except FednbsError as e:
         raise FednbsError(f"{e}; the run stopped, its finished rounds are kept in {out} (--resume continues from the last checkpoint)") from None
-    finally: bar.close()
+    finally:
+        bar.close()
+        if tb is not None: tb.close()
     rows = read_metrics(metrics_path)
     if engine.round < cfg.rounds:
         return {"stopped_at_round": engine.round, "out": str(out)}
