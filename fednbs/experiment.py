@@ -438,7 +438,7 @@ def check_data_options(name: str, options: dict):
 
 def load_data(cfg: RunConfig) -> FederatedData:
     "The resolved configuration's dataset, seeded; an option the dataset does not take is refused with the list of those it does."
-    from .datasets import dataset_options
+    from fednbs.datasets import dataset_options
     valid = ", ".join(dataset_options(DATASETS[cfg.data])) or "none"
     bad = sorted(set(cfg.data_options) - set(dataset_options(DATASETS[cfg.data])))
     check(not bad, f"dataset {cfg.data} has no option {', '.join(map(repr, bad))}", f"its options: {valid}")
