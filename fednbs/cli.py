@@ -11,7 +11,7 @@ __all__ = ['NUMERIC', 'RUN_HELP', 'hparam_flags', 'parse_value', 'parse_option',
 import argparse, ast, os, sys, logging, threading
 from dataclasses import fields
 from .core import *
-from .experiment import RunConfig, DEFAULTS, PRESETS, run_experiment
+from .experiment import RunConfig, DEFAULTS, PRESETS, RUN_RECORDS, run_experiment
 
 # %% ../nbs/42_cli.ipynb #45fbf35e
 def hparam_flags() -> dict[str, tuple]:
@@ -136,7 +136,7 @@ def read_config_file(path: str) -> tuple[dict, dict]:
         return v
     for k, v in d.items():
         where = f"{path}, key {k}"
-        if v is None: continue                                          # JSON null: not set (as in a run's config.json)
+        if v is None or k in RUN_RECORDS: continue                      # JSON null: not set; a record of the run, not a setting
         if k in ("algo_params", "data_options"):
             for name, x in table(k, v).items():
                 out[k][name] = x

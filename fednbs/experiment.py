@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS',
-           'AVERAGES', 'LOGS', 'RunConfig', 'apply_preset', 'check_device', 'check_types', 'check_out_path',
-           'check_hparams', 'epochs_over_iterations', 'unused_flags', 'resolve', 'atomic_write', 'is_run_dir',
-           'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
+           'AVERAGES', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset', 'check_device', 'check_types',
+           'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'resolve', 'atomic_write',
+           'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
            'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report',
            'report_text', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine',
            'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_ran', 'run_experiment']
@@ -564,6 +564,8 @@ def log_round(writer, rnd: int, rows: list[dict], wire: dict|None = None):
     writer.flush()
 
 # %% ../nbs/40_experiment.ipynb #3f7a8814
+RUN_RECORDS = ("engine_ran",)  # what a run's config.json records beside its settings (read back, they are not settings)
+
 def engine_ran(cfg: RunConfig, engine) -> str:
     "The engine that trains the run, as the engine reports it (`runs_as`): `--engine batched` trains an algorithm without `supports_batched` as `inprocess` does."
     return getattr(engine, "runs_as", cfg.engine)
