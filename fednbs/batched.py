@@ -202,3 +202,6 @@ class BatchedSimulator(Simulator):
         self.batched_rounds += 1
         return rows
 
+
+# %% ../nbs/31_batched.ipynb #80990f9b
+def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module

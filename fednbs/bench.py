@@ -136,6 +136,12 @@ def client_state_memory(algo: str = "ditto", model: str = "lenet", clients: int 
                           "check the algorithm and model names (fednbs list)")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
+# %% ../nbs/46_bench.ipynb #bf3f23cf
+moved_to("fednbs.batched", ["bench_batched"], "fednbs.bench")
+moved_to("fednbs.state_store", ["measure_here", "client_state_memory"], "fednbs.bench")
+moved_to("fednbs.fednn", ["fednn_speed"], "fednbs.bench")
+moved_to("fednbs.cli", ["bench_command", "bench_engines"], "fednbs.bench")
+
 # %% ../nbs/46_bench.ipynb #db8a8448
 @COMMANDS.register("bench", "time federated rounds against the bare PyTorch loop, or the engines side by side")
 def add_bench_parser(sub):

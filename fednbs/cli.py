@@ -283,3 +283,6 @@ def main(argv: list[str]|None = None) -> int:
         print("fednbs: interrupted; rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)", file=sys.stderr)
         leave_now_if_busy(130)
         return 130
+
+# %% ../nbs/42_cli.ipynb #fbda1799
+def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module

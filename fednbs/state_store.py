@@ -107,3 +107,6 @@ def _restore(self, info: dict):
     self._snapshots = [snap.name]
 
 DiskStates.snapshot, DiskStates.restore = _snapshot, _restore
+
+# %% ../nbs/32_state_store.ipynb #1160fa0c
+def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module
