@@ -203,5 +203,5 @@ class BatchedSimulator(Simulator):
         return rows
 
 
-# %% ../nbs/31_batched.ipynb #80990f9b
+# %% ../nbs/31_batched.ipynb #37abb489
 def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module

@@ -136,7 +136,7 @@ def client_state_memory(algo: str = "ditto", model: str = "lenet", clients: int 
                           "check the algorithm and model names (fednbs list)")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
-# %% ../nbs/46_bench.ipynb #bf3f23cf
+# %% ../nbs/46_bench.ipynb #be229bc5
 moved_to("fednbs.batched", ["bench_batched"], "fednbs.bench")
 moved_to("fednbs.state_store", ["measure_here", "client_state_memory"], "fednbs.bench")
 moved_to("fednbs.fednn", ["fednn_speed"], "fednbs.bench")

@@ -284,5 +284,5 @@ def main(argv: list[str]|None = None) -> int:
         leave_now_if_busy(130)
         return 130
 
-# %% ../nbs/42_cli.ipynb #fbda1799
+# %% ../nbs/42_cli.ipynb #af1b64af
 def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module

@@ -70,7 +70,7 @@ NORMS = Registry("norm")
 ENGINES = Registry("engine")    # what moves the messages: filled by the engines' notebooks
 COMMANDS = Registry("command")  # `fednbs NAME`: each factory adds its subcommand to the argparse subparsers
 
-# %% ../nbs/00_core.ipynb #e3e578f4
+# %% ../nbs/00_core.ipynb #a6f3058d
 MOVED: dict[tuple[str, str], str] = {}   # (old module, name) -> the module it moved to, recorded by the new home
 
 def moved_to(old: str, names: list[str], new: str):

@@ -773,5 +773,5 @@ def serve_clientapps(runtime_api_address: str, insecure: bool = True, root_certi
     rs.get_executor = lambda *args, **kw: ForkExecutor()
     rs.run_superexec(runtime_api_address, insecure, root_certificates, parent_pid=parent_pid, runtime_dependency_install=False)
 
-# %% ../nbs/33_flower.ipynb #8bbeaf0d
+# %% ../nbs/33_flower.ipynb #be222dfe
 def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module

@@ -108,5 +108,5 @@ def _restore(self, info: dict):
 
 DiskStates.snapshot, DiskStates.restore = _snapshot, _restore
 
-# %% ../nbs/32_state_store.ipynb #1160fa0c
+# %% ../nbs/32_state_store.ipynb #626b2cad
 def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module
