@@ -583,8 +583,8 @@ def _start(cfg: RunConfig, out: Path, engine):
 
 def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     "Run (or resume) the experiment `cfg`; returns its summary (also written to `summary.json`)."
-    for w in unused_flags(cfg): log.warning(w)
-    cfg = resolve(cfg)
+    given, cfg = cfg, resolve(cfg)                # checked (types first) before anything reads it
+    for w in unused_flags(given): log.warning(w)   # what the user gave that does not apply
     data = load_data(cfg)
     check_report_data(cfg.report, data)
     engine = make_engine(cfg, data) if cfg.client_states == "memory" else None
