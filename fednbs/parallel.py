@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['available_cores', 'cores_share', 'WorkersSimulator']
 
-# %% ../nbs/34_parallel.ipynb #d37b0479
+# %% ../nbs/34_parallel.ipynb #302b91c5
 import os, io, time, random, signal, pickle, weakref, collections
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -17,7 +17,7 @@ from .algorithm import Algorithm, Task
 from .data import FederatedData
 from .simulation import Simulator, update_client, evaluate_seeded
 
-# %% ../nbs/34_parallel.ipynb #fb670919
+# %% ../nbs/34_parallel.ipynb #fe11d254
 def available_cores() -> int:
     "The CPU cores this run may use: `$FEDNBS_CORES` when set (`fednbs reproduce --jobs` sets each job's share), else the process's affinity mask."
     if os.environ.get("FEDNBS_CORES"):
@@ -31,7 +31,7 @@ def cores_share(processes: int, cores: int|None = None) -> int:
     "Threads each of `processes` concurrent processes may use so that together they fill, and do not exceed, `cores` (at least 1)."
     return max(1, (cores or available_cores()) // max(1, processes))
 
-# %% ../nbs/34_parallel.ipynb #4e71af82
+# %% ../nbs/34_parallel.ipynb #833114c8
 def _dumps(obj) -> bytes:
     "`obj` (nested tensors, numbers, an exception) as bytes for a pipe: one copy, no shared-memory handles to keep alive."
     buf = io.BytesIO(); torch.save(obj, buf); return buf.getvalue()
@@ -50,7 +50,7 @@ def _sendable(e: Exception) -> Exception:
     try: pickle.loads(pickle.dumps(e)); return e
     except Exception: return RuntimeError(f"{type(e).__name__}: {e}")
 
-# %% ../nbs/34_parallel.ipynb #77263ab7
+# %% ../nbs/34_parallel.ipynb #69989997
 _SERVED = {}  # in a worker process: the algorithm, data and seed it trains and evaluates for
 
 def _start_worker(algo: Algorithm, train_data: dict, clients: dict, seed: int, threads: int):
@@ -74,7 +74,7 @@ def _eval_job(rnd: int, name: str, split: str, payload: bytes) -> bytes:
     metrics = evaluate_seeded(_SERVED["algo"], _SERVED["seed"], rnd, state, message, _SERVED["clients"][name], split)
     return _dumps((metrics, _rng_states(), time.process_time() - t0))
 
-# %% ../nbs/34_parallel.ipynb #a5e56ab3
+# %% ../nbs/34_parallel.ipynb #270070fd
 @ENGINES.register("workers", "this process and N forked worker processes on the CPU, each training and evaluating whole clients (one thread each)")
 class WorkersSimulator(Simulator):
     "The in-process `Simulator` with each round's clients trained, and every client evaluated, in `workers` forked processes."
