@@ -405,7 +405,7 @@ def plot_convergence(rows: list[dict], path: Path, title: str = "", split: str =
     fig = convergence_figure(rows, title, split, headline)
     atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110))
 
-# %% ../nbs/40_experiment.ipynb #70e88936
+# %% ../nbs/40_experiment.ipynb #c0972489
 BATCHED_ON_CPU = ("--engine batched is slower than the sequential engine on a CPU (0.52-0.92x its speed, measured: the kernels "
                   "are compute-bound there already); use --engine workers (or auto) on a CPU and keep batched for a GPU")
 
