@@ -41,6 +41,7 @@ def parse_option(text: str) -> tuple[str, object]:
 
 # %% ../nbs/42_cli.ipynb #3ecdc91b
 NUMERIC = {"rounds": int, "local_epochs": int, "batch_size": int, "seed": int, "eval_every": int, "checkpoint_every": int, "report_window": int,
+           "workers": int, "threads": int,
            "lr": float, "momentum": float, "weight_decay": float, "grad_clip": float, "lr_decay": float, "fraction": float}
 
 RUN_HELP = {
@@ -51,7 +52,10 @@ RUN_HELP = {
     "grad_clip": "max gradient norm (0 = off)", "lr_decay": "per-round learning-rate decay factor",
     "seed": "random seed (data split, initialisation, sampling, training)", "sampling": "client sampling: all, fraction or bernoulli",
     "fraction": "fraction of clients per round (fraction/bernoulli sampling)", "weighting": "aggregation weights: samples or uniform",
-    "eval_every": "evaluate every N rounds (and always after the last)", "engine": "inprocess (default), batched (in process, clients stacked) or flower",
+    "eval_every": "evaluate every N rounds (and always after the last)", "engine": "auto (the fastest here: batched on a GPU where the algorithm allows, workers on a CPU with several cores, "
+              "else inprocess), inprocess, batched (in process, clients stacked), workers (clients in parallel processes) or flower",
+    "workers": "worker processes of --engine workers (default: one per CPU core this run may use, at most one per client)",
+    "threads": "intra-op threads of the run's own process (default: the CPU cores this run may use)",
     "client_states": "where client states wait between rounds: memory, or disk (one file per client in the run folder, "
                      "loaded while the client trains; for many personalised clients)",
     "device": "auto, cpu or cuda", "checkpoint_every": "write the checkpoint every N rounds", "out": "output folder",

@@ -4,12 +4,13 @@
 
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS',
-           'AVERAGES', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset', 'check_device', 'check_types',
-           'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'resolve', 'atomic_write',
-           'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
-           'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report',
-           'report_text', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'make_engine',
-           'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_ran', 'run_experiment']
+           'AVERAGES', 'BATCHED_ON_CPU', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset', 'check_device',
+           'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'resolve',
+           'atomic_write', 'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings',
+           'save_checkpoint', 'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data',
+           'accuracy_series', 'select_report', 'report_text', 'summarize', 'format_table', 'convergence_figure',
+           'plot_convergence', 'choose_engine', 'make_engine', 'check_data_options', 'load_data', 'open_log',
+           'log_round', 'engine_ran', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing
@@ -23,6 +24,7 @@ from .models import build_model
 from .algorithm import Task
 from .aggregation import SAMPLING
 from .state_store import DiskStates
+from .parallel import available_cores
 
 log = logging.getLogger("fednbs")
 
@@ -55,6 +57,8 @@ class RunConfig:
     weighting: str|None = None
     eval_every: int|None = None
     engine: str|None = None
+    workers: int|None = None       # worker processes of --engine workers (None: one per core this run may use)
+    threads: int|None = None       # intra-op threads of this process (None: the cores this run may use, `available_cores`)
     client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None
     checkpoint_every: int|None = None
@@ -223,14 +227,17 @@ def resolve(cfg: RunConfig) -> RunConfig:
           "add --sampling fraction (or bernoulli) to train that fraction of clients per round")
     check(cfg.weighting in ("samples", "uniform"), f"unknown --weighting '{cfg.weighting}'", "use samples or uniform")
     if cfg.engine in OPTIONAL_MODULES: load_optional(cfg.engine)  # Flower's engine: says which extra to install if missing
-    if cfg.engine not in ENGINES:                                   # list every engine there is, optional ones included
+    if cfg.engine not in ENGINES and cfg.engine != "auto":          # list every engine there is, optional ones included
         for name in OPTIONAL_MODULES:
             try: load_optional(name)
             except FednbsError: pass
-    check(cfg.engine in ENGINES, f"unknown --engine '{cfg.engine}'", f"use {', '.join(ENGINES.names())}")
+    check(cfg.engine in ENGINES or cfg.engine == "auto", f"unknown --engine '{cfg.engine}'", f"use auto, {', '.join(ENGINES.names())}")
+    for name in ("workers", "threads"):
+        if getattr(cfg, name) is None: setattr(cfg, name, available_cores())
+        _positive(cfg, name, int)
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
-    check(cfg.client_states == "memory" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
+    check(cfg.client_states == "memory" or cfg.engine == "auto" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
           f"with --engine {cfg.engine} every client keeps its own state on its node", f"leave out --client-states, or use --engine {' or '.join(in_process)}")
     check(cfg.report in ("last", "best_val", "max_val", "best_mean_val", "tail_mean"), f"unknown --report '{cfg.report}'",
           "use last, best_val (FRAug, Digits), max_val (FRAug, PACS/OfficeHome), best_mean_val (Fed-CO) or tail_mean (with --report-window)")
@@ -303,7 +310,7 @@ def prepare_out_dir(cfg: RunConfig):
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
-               "engine_ran", "log")
+               "engine_ran", "log", "workers", "threads")  # workers and threads change the speed, not the numbers
 
 def fingerprint(cfg: "RunConfig|dict") -> dict:
     "The settings a checkpoint must agree with to be resumed."
@@ -488,6 +495,20 @@ def plot_convergence(rows: list[dict], path: Path, title: str = "", split: str =
     fig = convergence_figure(rows, title, split, headline)
     atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110))
 
+# %% ../nbs/40_experiment.ipynb #c0972489
+BATCHED_ON_CPU = ("--engine batched is slower than the sequential engine on a CPU (0.52-0.92x its speed, measured: the kernels "
+                  "are compute-bound there already); use --engine workers (or auto) on a CPU and keep batched for a GPU")
+
+def choose_engine(cfg: RunConfig, clients: int) -> tuple[str, str]:
+    "The engine `--engine auto` picks for a resolved `cfg` with `clients` clients, and why."
+    dev, cores = check_device(cfg.device), available_cores()
+    if dev.type == "cuda":
+        if ALGORITHMS[cfg.algo].trains_stacked(): return "batched", f"{cfg.algo} trains its clients stacked on the GPU"
+        return "inprocess", f"{cfg.algo} does not declare stacked training: its clients train one after the other on the GPU"
+    if dev.type == "cpu" and cores > 1 and clients > 1 and cfg.workers > 1:
+        return "workers", f"{min(cfg.workers, clients)} worker processes of one thread for {clients} clients on {cores} CPU cores"
+    return "inprocess", f"{clients} client(s) on {cores} {dev.type.upper()} core(s) and --workers {cfg.workers}: one after the other in this process"
+
 # %% ../nbs/40_experiment.ipynb #85f37fb1
 def make_engine(cfg: RunConfig, data: FederatedData, states=None):
     "The engine named by a resolved `cfg` (from `ENGINES`) for its data; `states`: a client-state store for the in-process engines."
@@ -501,7 +522,9 @@ def make_engine(cfg: RunConfig, data: FederatedData, states=None):
     algo = ALGORITHMS[cfg.algo](**cfg.algo_params)
     kw = dict(sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
     if states is not None: kw["states"] = states  # only the engines that keep client states here take a store
-    return ENGINES[cfg.engine](algo, data, task, **kw)
+    engine = ENGINES[choose_engine(cfg, len(data.clients))[0] if cfg.engine == "auto" else cfg.engine]
+    if "workers" in inspect.signature(engine).parameters: kw["workers"] = cfg.workers
+    return engine(algo, data, task, **kw)
 
 def check_data_options(name: str, options: dict):
     "Check `options` against the loader's numeric defaults: a number where it takes one, whole where whole, above 0 where its default is (seeds: 0 or more)."
@@ -587,6 +610,16 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     for w in unused_flags(given): log.warning(w)   # what the user gave that does not apply
     data = load_data(cfg)
     check_report_data(cfg.report, data)
+    if cfg.engine == "auto":
+        cfg.engine, why = choose_engine(cfg, len(data.clients))
+        if not cfg.quiet: print(f"fednbs: engine {cfg.engine} ({why})", file=sys.stderr)
+    elif cfg.engine == "batched" and check_device(cfg.device).type == "cpu":
+        log.warning(BATCHED_ON_CPU)
+    threads = torch.get_num_threads(); torch.set_num_threads(cfg.threads)
+    try: return _run_in(cfg, data, stop_after)
+    finally: torch.set_num_threads(threads)
+
+def _run_in(cfg: RunConfig, data: FederatedData, stop_after: int|None) -> dict:
     engine = make_engine(cfg, data) if cfg.client_states == "memory" else None
     out, lock = prepare_out_dir(cfg)
     try:
