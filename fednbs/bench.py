@@ -53,8 +53,8 @@ def framework_tax(algo_name: str = "fedbn", model: str = "digitmodel", data: Fed
     res = {k: statistics.median(v) for k, v in (("bare", bare), ("train", train), ("round", full))}
     res.update(train_ratio=res["train"] / res["bare"], round_ratio=res["round"] / res["bare"], eval_over_train=res["round"] / res["train"])
     if verbose:
-        print(f"{algo_name} / {model}: bare {res['bare']:.2f} s, train+aggregate {res['train']:.2f} s ({res['train_ratio']:.2f}x), "
-              f"round with evaluation {res['round']:.2f} s ({res['round_ratio']:.2f}x bare, {res['eval_over_train']:.2f}x train)")
+        print(f"{algo_name} / {model}: bare {res['bare']:.2f} s, train+aggregate {res['train']:.2f} s ({res['train_ratio']:.2f}x),\n"
+              f"  round with evaluation {res['round']:.2f} s ({res['round_ratio']:.2f}x bare, {res['eval_over_train']:.2f}x train)")
     return res
 
 # %% ../nbs/46_bench.ipynb #66701ef0
