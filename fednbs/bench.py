@@ -68,8 +68,8 @@ def framework_tax(algo_name: str = "fedbn", model: str = "digitmodel", data: Fed
     res = {k: statistics.median(v) for k, v in (("bare", bare), ("bare_round", bare_full), ("train", train), ("round", full))}
     res.update(train_ratio=res["train"] / res["bare"], round_ratio=res["round"] / res["bare_round"], eval_over_train=res["round"] / res["train"])
     if verbose:
-        print(f"{algo_name} / {model}: training {res['train']:.2f} s vs bare training {res['bare']:.2f} s ({res['train_ratio']:.2f}x); "
-              f"round with evaluation {res['round']:.2f} s vs bare round with the same evaluation {res['bare_round']:.2f} s ({res['round_ratio']:.2f}x)")
+        print(f"{algo_name} / {model}: training {res['train']:.2f} s vs bare training {res['bare']:.2f} s ({res['train_ratio']:.2f}x);\n"
+              f"  round with evaluation {res['round']:.2f} s vs bare round with the same evaluation {res['bare_round']:.2f} s ({res['round_ratio']:.2f}x)")
     return res
 
 # %% ../nbs/46_bench.ipynb #66701ef0

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['NUMERIC', 'RUN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser', 'config_from_args',
-           'read_config_file', 'attribute', 'check_resume_flags', 'run_config', 'list_text', 'leave_now_if_busy',
-           'main']
+           'read_config_file', 'attribute', 'check_resume_flags', 'run_config', 'doc_row', 'list_text',
+           'leave_now_if_busy', 'main']
 
 # %% ../nbs/42_cli.ipynb #168ce380
 import argparse, ast, os, sys, logging, threading
@@ -237,8 +237,14 @@ def run_config(ns: argparse.Namespace) -> RunConfig:
 
 
 # %% ../nbs/42_cli.ipynb #463243db
+import textwrap
+
+def doc_row(name: str, doc: str, col: int, width: int = 110) -> str:
+    "`  name  doc`, the name padded to `col` characters and the doc wrapped under itself to fit `width` columns."
+    return textwrap.fill(doc, width, initial_indent=f"  {name:<{col - 2}}", subsequent_indent=" " * col, break_on_hyphens=False)
+
 def list_text() -> str:
-    "The text of `fednbs list`: algorithms, datasets, models, norms, engines and presets."
+    "The text of `fednbs list`: algorithms, datasets, models, norms, engines and presets; every line fits 110 columns."
     load_plugins()
     for name in OPTIONAL_MODULES:  # the Flower engine too, when its extra is installed
         try: load_optional(name)
@@ -246,11 +252,11 @@ def list_text() -> str:
     out = []
     for title, reg in (("algorithms", ALGORITHMS), ("datasets", DATASETS), ("models", MODELS), ("norms", NORMS), ("engines (--engine)", ENGINES)):
         out.append(f"{title}:")
-        out += [f"  {n:<18}{reg.docs[n]}" for n in reg.names()]
+        out += [doc_row(n, reg.docs[n], 20) for n in reg.names()]
         out.append("")
     out.append("presets (fednbs run --preset NAME; fednbs reproduce NAME):")
     w = max(map(len, PRESETS), default=16) + 2
-    out += [f"  {n:<{w}}{PRESET_DOCS[n]}" for n in sorted(PRESETS)]
+    out += [doc_row(n, PRESET_DOCS[n], w + 2) for n in sorted(PRESETS)]
     return "\n".join(out).rstrip()
 
 # %% ../nbs/42_cli.ipynb #7b48d2e7

@@ -13,6 +13,8 @@ import os, sys, json, time, shlex, statistics, subprocess, logging
 from pathlib import Path
 from .core import *
 from .parallel import cores_share
+from .cli import doc_row
+
 
 # %% ../nbs/43_reproduce.ipynb #a92a0ea8
 TABLE_METHODS = {  # row label -> `fednbs run` flags
@@ -50,9 +52,20 @@ def table_commands(data: str, # a key of `TABLE_DATA`
             out_cmds.append((label, s, argv))
     return out_cmds
 
-def command_text(argv: list[str]) -> str:
-    "The shell command line for `fednbs` arguments `argv`."
-    return "fednbs " + shlex.join(argv)
+def command_text(argv: list[str], # `fednbs` arguments
+                 width: int|None = None, # wrap into `\\`-continued lines of at most this many columns; None: one line
+                ) -> str:
+    "The shell command line for `fednbs` arguments `argv`, on one line or wrapped between options."
+    if not width: return "fednbs " + shlex.join(argv)
+    parts = []
+    for a in argv:   # each option stays on one line with its value
+        if a.startswith("-") or not parts: parts.append([a])
+        else: parts[-1].append(a)
+    lines, line = [], "fednbs"
+    for p in map(shlex.join, parts):
+        if len(line) + len(p) + 3 > width: lines.append(line + " \\"); line = "    " + p
+        else: line += " " + p
+    return "\n".join(lines + [line])
 
 # %% ../nbs/43_reproduce.ipynb #c2bfd0fa
 _LAUNCH = "import sys; from fednbs.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -129,9 +142,9 @@ def reproduce_text() -> str:
     load_plugins()
     out = ["paper experiments (fednbs reproduce NAME prints the commands, --run runs them):"]
     w = max([len(n) for n in PRESETS] + [16]) + 2
-    out += [f"  {n:<{w}}{PRESET_DOCS[n]}" for n in sorted(PRESETS)]
+    out += [doc_row(n, PRESET_DOCS[n], w + 2) for n in sorted(PRESETS)]
     out += ["", "comparison tables of every method (fednbs reproduce table-<data>):"]
-    out += [f"  {'table-' + d:<{w}}{', '.join(TABLE_METHODS)} on {d}, {s['rounds']} rounds, seeds 0-2" for d, s in TABLE_DATA.items()]
+    out += [doc_row('table-' + d, f"{', '.join(TABLE_METHODS)} on {d}, {s['rounds']} rounds, seeds 0-2", w + 2) for d, s in TABLE_DATA.items()]
     return "\n".join(out)
 
 # %% ../nbs/43_reproduce.ipynb #10341f4b
@@ -182,7 +195,7 @@ def reproduce_command(ns) -> int:
         argvs = [a for _, _, a in table_commands(ns.name[6:], seeds, ns.rounds, f"{ns.out}/table", ns.data_dir, ns.device)]
     else: argvs = preset_commands(ns.name, seeds, ns.out, ns.data_dir, ns.device)
     if not ns.run:
-        print("\n".join(command_text(a) for a in argvs)); return 0
+        print("\n".join(command_text(a, width=110) for a in argvs)); return 0
     check_commands(argvs)
     from fednbs.experiment import RUN_LOG
     codes = run_commands(argvs, jobs=ns.jobs, logs=[Path(a[a.index("--out") + 1]) / RUN_LOG for a in argvs])

@@ -7,7 +7,7 @@ __all__ = ['SELECT', 'parse_grid', 'grid_points', 'point_label', 'sweep_commands
            'add_sweep_parser', 'check_sweep_runs', 'sweep_command']
 
 # %% ../nbs/45_sweep.ipynb #74c81bcd
-import itertools, json, statistics, time
+import itertools, json, statistics, textwrap, time
 from pathlib import Path
 from .core import *
 from .experiment import accuracy_series, read_metrics, atomic_write
@@ -133,7 +133,8 @@ def sweep_command(ns, run_args: list[str]) -> int:
     w = max(len(k) for k in scores) + 2
     print(f"{'point':<{w}}{ns.select + ' (%)':>16}")
     for k, v in scores.items(): print(f"{k:<{w}}{statistics.fmean(v) * 100:>9.1f} ± {sd(v) * 100:<4.1f}{'  <- winner' if k == win else ''}")
-    print(f"selection: {SELECT[ns.select]}; recorded in {out / 'sweep.json'}")
+    print(textwrap.fill(f"selection: {SELECT[ns.select]}; recorded in {out / 'sweep.json'}", 110, subsequent_indent="  ",
+                        break_long_words=False, break_on_hyphens=False))
     print(f"the winner on the test split:")
     print(compare_text(agg))
     write_compare(agg, out / "winner")
