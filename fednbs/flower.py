@@ -522,10 +522,19 @@ class RayLog:
         lines = self.path.read_text(errors="replace").splitlines() if self.path.exists() else []
         return next((l.strip() for l in lines if re.match(r"^[\w.]*(Error|Exception): \S", l.strip())), None)
 
+def _import_ray():
+    "Import Ray (and Flower's simulation) without the notes Ray prints in Jupyter when ipywidgets is absent."
+    import warnings
+    logging.getLogger("ray.widgets.util").setLevel(logging.WARNING)   # "Missing packages: ['ipywidgets']" (an INFO line)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")   # tqdm.auto, imported by Ray
+        import ray, flwr.simulation
+    return ray
+
 def stop_ray():
     "Stop the processes a failed `ray.init` left running (GCS server, dashboard, monitors)."
     try:
-        import ray
+        ray = _import_ray()
         ray.shutdown()
     except Exception as e: log.debug(f"ray.shutdown: {type(e).__name__}: {e}")
 
@@ -558,6 +567,7 @@ def _simulate(self, server_app: ServerApp, backend: str):
         if backend == "thread": simulate_in_threads(server_app, client_app, n)
         else:
             import warnings
+            _import_ray()
             from flwr.simulation import run_simulation
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*accelerator visible devices.*", category=FutureWarning)
