@@ -7,7 +7,7 @@ __all__ = ['available_cores', 'cores_share', 'WorkersSimulator']
 
 # %% ../nbs/34_parallel.ipynb #302b91c5
 import os, io, time, random, signal, pickle, weakref, collections
-import multiprocessing
+import multiprocessing, multiprocessing.util
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 import numpy as np
@@ -101,12 +101,18 @@ class WorkersSimulator(Simulator):
             ctx = multiprocessing.get_context("fork")
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_start_worker,
                 initargs=(self.algo, self.train_data, {c.name: c for c in self.data.clients}, self.task.seed, self.threads))
-            self._closer = weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
+            # stopped when the engine is collected, and before a process that ends joins its children (or it would wait forever)
+            self._closer = multiprocessing.util.Finalize(self, self._pool.shutdown, kwargs=dict(wait=True, cancel_futures=True), exitpriority=10)
         return self._pool
 
     def close(self):
-        "Stop the worker processes (a later round forks new ones)."
+        "Stop the worker processes and wait for them (a later round forks new ones)."
         if self._pool is not None: self._closer(); self._pool = None
+
+    def run(self, *args, **kw) -> list[dict]:
+        "The `Simulator`'s `run`; the worker processes stop when it returns (the next `run` forks them again)."
+        try: return super().run(*args, **kw)
+        finally: self.close()
 
     def _in_order(self, jobs):
         "Submit `(fn, args, key)` jobs, at most two per worker in flight, and yield `(key, result)` in order."
