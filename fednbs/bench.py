@@ -74,24 +74,36 @@ def framework_tax(algo_name: str = "fedbn", model: str = "digitmodel", data: Fed
 
 # %% ../nbs/46_bench.ipynb #66701ef0
 def bench_batched(algo: str = "fedavg", model: str = "cnn", clients: int = 10, n_train: int = 100, rounds: int = 1,
-                  device: str = "cpu", norm: str|None = None, batch_size: int = 32, seed: int = 0) -> dict:
-    "Seconds per round (after one warm-up round) of the sequential and the batched simulator on random images, and the GPU's peak memory."
+                  device: str = "cpu", norm: str|None = None, batch_size: int = 32, seed: int = 0,
+                  workers: int = 0, # also time the workers engine on the CPU with this many processes (0: not)
+                  engines=None, # the engines to time (default: workers if asked for, sequential, batched)
+                 ) -> dict:
+    """Seconds per round (after one warm-up round) of the sequential and the batched simulator on random images on `device`,
+    and the GPU's peak memory; with `workers`, also the worker-process engine on the CPU on the same clients."""
     load_plugins()
     data = random_federation(clients, n_train, 10, (3, 28, 28), 10, seed)
     data = type(data)(data.name, [c.to(device) for c in data.clients], data.num_classes)
     kw = {} if norm is None else {"norm": norm}
     out = {"algo": algo, "model": model, "clients": clients, "n_train": n_train, "device": device}
-    for name, engine in (("sequential", Simulator), ("batched", BatchedSimulator)):
-        task = Task(lambda: build_model(model, 10, (3, 28, 28), **kw), data.client_names, 10, rounds=rounds + 1, lr=0.01,
-                    batch_size=batch_size, seed=seed, device=device)
-        sim = engine(ALGORITHMS[algo](), data, task, eval_every=10**9)
-        sim.train_round(0)
-        if device.startswith("cuda"): torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
-        t = time.perf_counter()
-        for r in range(1, rounds + 1): sim.train_round(r)
-        if device.startswith("cuda"): torch.cuda.synchronize(); out[f"{name}_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
-        out[f"{name}_s"] = (time.perf_counter() - t) / rounds
-    out["speedup"] = out["sequential_s"] / out["batched_s"]
+    engines = engines or (("workers",) if workers else ()) + ("sequential", "batched")   # workers forked before autograd runs on a GPU
+    cpu_data = type(data)(data.name, [c.to("cpu") for c in data.clients], data.num_classes)
+    runs = {"sequential": (Simulator, data, device, {}), "batched": (BatchedSimulator, data, device, {}),
+            "workers": (WorkersSimulator, cpu_data, "cpu", dict(workers=workers or None))}
+    runs = [(name, *runs[name]) for name in engines]
+    for name, engine, fed, dev, extra in runs:
+        task = Task(lambda: build_model(model, 10, (3, 28, 28), **kw), fed.client_names, 10, rounds=rounds + 1, lr=0.01,
+                    batch_size=batch_size, seed=seed, device=dev)
+        sim = engine(ALGORITHMS[algo](), fed, task, eval_every=10**9, **extra)
+        try:
+            sim.train_round(0)                                  # warm-up (and, for workers, the fork)
+            if dev.startswith("cuda"): torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+            t = time.perf_counter()
+            for r in range(1, rounds + 1): sim.train_round(r)
+            if dev.startswith("cuda"): torch.cuda.synchronize(); out[f"{name}_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+            out[f"{name}_s"] = (time.perf_counter() - t) / rounds
+        finally:
+            if hasattr(sim, "close"): sim.close()
+    if "sequential_s" in out and "batched_s" in out: out["speedup"] = out["sequential_s"] / out["batched_s"]
     return out
 
 # %% ../nbs/46_bench.ipynb #4aa7d119
@@ -261,6 +273,7 @@ def add_bench_parser(sub):
     bench.add_argument("--clients", type=int, action="append", help="with --engines: clients per round (repeatable; default 10 and 50)")
     bench.add_argument("--n-train", type=int, default=100, help="with --engines: training images per client (default 100)")
     bench.add_argument("--device", default="cpu", help="with --engines: cpu or cuda (default cpu)")
+    bench.add_argument("--workers", type=int, default=0, help="with --engines: also time the workers engine on the CPU with N processes")
     bench.set_defaults(handler=bench_command)
     return bench
 
@@ -286,10 +299,18 @@ def bench_engines(ns) -> int:
     capable = [n for n in ALGORITHMS.names() if batched_capable(ALGORITHMS[n]())]
     for a in algos:
         check(a in capable, f"{a} trains its clients one after the other (it does not declare supports_batched)", "pick one of " + ", ".join(capable))
-    print(f"{'algo':<8} {'model':<11} {'clients':>7} {'images':>6} {'device':<6} {'sequential s':>12} {'batched s':>9} {'speed-up':>8} {'peak MiB seq/bat':>16}")
+    check(ns.workers >= 0, f"--workers must be 0 or more (got {ns.workers})", "pass e.g. --workers 4, or leave it out")
+    wcol = f" {'workers=' + str(ns.workers) + ' s':>12}" if ns.workers else ""
+    print(f"{'algo':<8} {'model':<11} {'clients':>7} {'images':>6} {'device':<6} {'sequential s':>12} {'batched s':>9} {'speed-up':>8} {'peak MiB seq/bat':>16}{wcol}")
+    kw = dict(n_train=ns.n_train, rounds=ns.rounds, batch_size=ns.batch_size)
+    # every workers timing first: a process that has run autograd on a GPU can no longer fork workers
+    on_workers = {(a, k): bench_batched(a, ns.model, clients=k, workers=ns.workers, engines=("workers",), **kw)["workers_s"]
+                  for a in algos for k in clients} if ns.workers else {}
     for a in algos:
         for k in clients:
-            r = bench_batched(a, ns.model, clients=k, n_train=ns.n_train, rounds=ns.rounds, device=ns.device, batch_size=ns.batch_size)
+            r = bench_batched(a, ns.model, clients=k, device=ns.device, **kw)
+            if ns.workers: r["workers_s"] = on_workers[(a, k)]
             peak = f"{r['sequential_peak_mib']:.0f}/{r['batched_peak_mib']:.0f}" if "batched_peak_mib" in r else "-"
-            print(f"{a:<8} {ns.model:<11} {k:>7} {ns.n_train:>6} {ns.device:<6} {r['sequential_s']:>12.2f} {r['batched_s']:>9.2f} {r['speedup']:>7.2f}x {peak:>16}")
+            wval = f" {r['workers_s']:>12.2f}" if ns.workers else ""
+            print(f"{a:<8} {ns.model:<11} {k:>7} {ns.n_train:>6} {ns.device:<6} {r['sequential_s']:>12.2f} {r['batched_s']:>9.2f} {r['speedup']:>7.2f}x {peak:>16}{wval}")
     return 0

@@ -74,6 +74,14 @@ def _eval_job(rnd: int, name: str, split: str, payload: bytes) -> bytes:
     metrics = evaluate_seeded(_SERVED["algo"], _SERVED["seed"], rnd, state, message, _SERVED["clients"][name], split)
     return _dumps((metrics, _rng_states(), time.process_time() - t0))
 
+# %% ../nbs/34_parallel.ipynb #5cdb228c
+_FORK_REFUSED = "autograd's threading in combination with fork"   # PyTorch's message in a child forked after autograd ran on a GPU
+
+def _probe() -> bool:
+    "In a worker, once: one backward pass on the CPU (PyTorch refuses it in a child forked after autograd ran on a GPU)."
+    x = torch.ones(2, requires_grad=True); (x * x).sum().backward()
+    return True
+
 # %% ../nbs/34_parallel.ipynb #270070fd
 @ENGINES.register("workers", "this process and N forked worker processes on the CPU, each training and evaluating whole clients (one thread each)")
 class WorkersSimulator(Simulator):
@@ -103,6 +111,13 @@ class WorkersSimulator(Simulator):
                 initargs=(self.algo, self.train_data, {c.name: c for c in self.data.clients}, self.task.seed, self.threads))
             # stopped when the engine is collected, and before a process that ends joins its children (or it would wait forever)
             self._closer = multiprocessing.util.Finalize(self, self._pool.shutdown, kwargs=dict(wait=True, cancel_futures=True), exitpriority=10)
+            try: [f.result() for f in [self._pool.submit(_probe) for _ in range(self.workers)]]
+            except RuntimeError as e:
+                self.close()
+                if _FORK_REFUSED not in str(e): raise
+                raise FednbsError("--engine workers forks worker processes, but this process has already run autograd on a GPU, "
+                                  "whose threads a fork cannot inherit; start the run in a fresh process (e.g. fednbs run in a shell), "
+                                  "or use --engine inprocess or batched in this one") from None
         return self._pool
 
     def close(self):

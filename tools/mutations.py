@@ -289,3 +289,17 @@ MUTATIONS += [
          tests=["nbs/00_core.ipynb"],
          what="asking a registry for an optional module's name does not load it"),
 ]
+
+# --- Engines: worker processes ------------------------------------------------------------------
+MUTATIONS += [
+    dict(name="workers_no_probe", notebook="nbs/34_parallel.ipynb",
+         find='            try: [f.result() for f in [self._pool.submit(_probe) for _ in range(self.workers)]]',
+         replace='            try: pass',
+         tests=["nbs/34_parallel.ipynb"],
+         what="the worker pool starts without checking that its workers may run autograd (every client fails after a GPU run)"),
+    dict(name="bench_workers_after_gpu", notebook="nbs/46_bench.ipynb",
+         find='    engines = engines or (("workers",) if workers else ()) + ("sequential", "batched")',
+         replace='    engines = engines or ("sequential", "batched") + (("workers",) if workers else ())',
+         tests=["nbs/46_bench.ipynb"],
+         what="bench_batched times the workers engine after the GPU engines, when it can no longer fork"),
+]
