@@ -40,7 +40,7 @@ SETTINGS = {
                           lr=0.1, lr_decay=0.998, weight_decay=1e-3, grad_clip=10.0, batch_size=50, momentum=0.0,
                           local_epochs=5, sampling="bernoulli", fraction=0.4, weighting="samples", tau0=5.0),
     # Fed-CO's Digits configuration (main.py --mode fed-co2 defaults)
-    "fedco-digits3": dict(method="fedco", data="digits3", options=dict(budget=256), test_cap=300, rounds=10,
+    "fedco-digits3": dict(method="fedco", data="digits3", options=dict(budget=256), test_cap=300, rounds=30,
                           lr=0.01, batch_size=32, momentum=0.0, local_epochs=1, model_width=8),   # 8/16/16 channels
 }
 
