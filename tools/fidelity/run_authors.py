@@ -22,6 +22,8 @@ CACHE = Path(os.environ.get("FEDNBS_FIDELITY_CACHE", Path.home() / ".cache" / "f
 PINS = {  # method -> (public repository, pinned commit)
     "fedbn": ("https://github.com/med-air/FedBN", "2fa38adf627a8c8ba71c5fb515b1f2ba00aa8812"),
     "fraug": ("https://github.com/HaokunChen245/FRAug", "816e8beceffc607a5aea4ad61c09c3ef7a6df9aa"),
+    "fednn": ("https://github.com/myeongkyunkang/FedNN", "9ae13a734730c51de891a1213ab6b6d158a10d97"),
+    "fedco": ("https://github.com/zhyczy/Fed-CO2", "21f52558c2d12cba52dae5f0d29374fcb0e85572"),
 }
 
 # One setting = the data (a fednbs dataset, its options, a cap on each client's test split), the model and the
@@ -33,6 +35,13 @@ SETTINGS = {
     "fraug-digits3": dict(method="fraug", data="digits3", options=dict(budget=256), test_cap=300, rounds=30,
                           lr=0.01, batch_size=32, momentum=0.5, local_iters=8, gen_lr=0.05, rt_lr=0.05, alpha=1.0, beta=1.0,
                           latent_dim=64, gamma=0.002),
+    # FedNN's Digit protocol (main.py defaults, the paper's E = 5): FedAvg of every entry over Bernoulli(0.4) clients
+    "fednn-digits3": dict(method="fednn", data="digits3", options=dict(budget=256), test_cap=300, rounds=30,
+                          lr=0.1, lr_decay=0.998, weight_decay=1e-3, grad_clip=10.0, batch_size=50, momentum=0.0,
+                          local_epochs=5, sampling="bernoulli", fraction=0.4, weighting="samples", tau0=5.0),
+    # Fed-CO's Digits configuration (main.py --mode fed-co2 defaults)
+    "fedco-digits3": dict(method="fedco", data="digits3", options=dict(budget=256), test_cap=300, rounds=30,
+                          lr=0.01, batch_size=32, momentum=0.0, local_epochs=1, model_width=8),   # 8/16/16 channels
 }
 
 def sh(*cmd, cwd=None) -> str: return subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
@@ -69,10 +78,21 @@ def load_clients(setting: str, seed: int, out: Path):
     opts = {k: v for k, v in s["options"].items() if k not in ("budget", "percent")}
     return load_dataset(s["data"], data_dir=DATA_DIR, seed=seed, partition_file=str(partition_file(setting, seed, out)), **opts)
 
-def fednbs_model(fd):
-    "The small CNN both sides train (fednbs's `cnn`)."
+def fednbs_model(fd, width: int = COMMON["model_width"]):
+    "The small CNN both sides train (fednbs's `cnn`, at `width` channels)."
     from fednbs.models import SmallCNN
-    return SmallCNN(fd.num_classes, tuple(fd.clients[0].x_train.shape[1:]), width=COMMON["model_width"])
+    return SmallCNN(fd.num_classes, tuple(fd.clients[0].x_train.shape[1:]), width=width)
+
+def fednbs_model_name(width: int) -> str:
+    "The fednbs model name of the `cnn` at `width` (registered here when it is not the default width)."
+    from fednbs.core import MODELS
+    from fednbs.models import SmallCNN
+    if width == COMMON["model_width"]: return COMMON["model"]
+    name = f"cnn_w{width}"
+    if name not in MODELS:
+        MODELS.register(name, f"fednbs's small CNN at width {width}")(
+            lambda num_classes=10, input_shape=(3, 28, 28), norm=None: SmallCNN(num_classes, input_shape, norm, width=width))
+    return name
 
 class AuthorsNet(nn.Module):
     "fednbs's `cnn` with the module names the authors' code keys on: BatchNorm layers named `bn*`, the last layer `classifier`."
@@ -195,22 +215,151 @@ class AugmentedTensors(torch.utils.data.Dataset):
         if self.augment is not None: x = self.augment(x[None])[0]
         return x, self.y[i]
 
+# ------------------------------------------------------------------------------------ FedNN (myeongkyunkang/FedNN)
+FEDNN_PATCHES = {  # file -> [(exact text, what it becomes)]; each must occur exactly once
+    "Models.py": [("self.select_weight_ = torch.cuda.FloatTensor([1., 1.])", "self.select_weight_ = torch.tensor([1., 1.])")],
+    "algo/base.py": [("shuffle=False, num_workers=2)", "shuffle=False, num_workers=0)")],
+    "algo/fedavg.py": [("shuffle=True, num_workers=2)", "shuffle=True, num_workers=0)")],
+}
+
+def load_patched(repo: Path, rel: str, name: str, patches=()) -> types.ModuleType:
+    "Import `repo/rel` as module `name` from its source text with the exact replacements `patches`."
+    path = repo / rel; src = path.read_text()
+    for old, new in patches:
+        assert src.count(old) == 1, f"the pinned {rel} no longer holds {old!r}"
+        src = src.replace(old, new)
+    mod = types.ModuleType(name); mod.__file__ = str(path); mod.__package__ = name.rpartition(".")[0]
+    sys.modules[name] = mod
+    exec(compile(src, str(path), "exec"), mod.__dict__)
+    return mod
+
+class FedNNAuthorsNet(nn.Module):
+    "fednbs's `cnn` built from the authors' FedNN layers: every conv their weight-standardised `Conv2d`, every BatchNorm their `AGN(2 groups)`."
+    def __init__(self, M, split_model):
+        super().__init__()
+        layers = []
+        for m in split_model.features:
+            if isinstance(m, nn.Conv2d):
+                c = M.Conv2d(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding, bias=m.bias is not None)
+                c.load_state_dict(m.state_dict()); m = c
+            elif isinstance(m, nn.BatchNorm2d): m = M.AGN(num_groups=2, num_channels=m.num_features)
+            layers.append(m)
+        self.features, self.head = nn.Sequential(*layers), split_model.head
+    def forward(self, x): return self.head(self.features(x))
+
+def run_fednn_authors(setting: str, seed: int, rounds: int, out: Path, source=None):
+    "Run the authors' `train_FedAvg` on our clients; record the global model's test accuracy per client after every round."
+    s = SETTINGS[setting]; repo = checkout("fednn", source)
+    fd = load_clients(setting, seed, out)
+    names = [c.name for c in fd.clients]
+    sys.path[:0] = [str(repo)]
+    import Datasets                                                     # noqa: F401  (the authors' Dataset class)
+    M = load_patched(repo, "Models.py", "Models", FEDNN_PATCHES["Models.py"])
+    load_patched(repo, "algo/base.py", "algo.base", FEDNN_PATCHES["algo/base.py"])
+    fedavg = load_patched(repo, "algo/fedavg.py", "algo.fedavg", FEDNN_PATCHES["algo/fedavg.py"])
+    data_obj = types.SimpleNamespace(                                   # what their DatasetObject holds, from our clients
+        dataset="DIGIT", n_client=len(names), name=f"DIGIT_{len(names)}_{seed}",
+        clnt_x=[c.x_train.numpy() for c in fd.clients], clnt_y=[c.y_train.numpy() for c in fd.clients],
+        tst_x=[x for c in fd.clients for x in c.x_test.numpy()], tst_y=np.concatenate([c.y_test.numpy() for c in fd.clients]))
+    record, test_calls, original = [], [0], fedavg.get_acc_loss
+    def get_acc_loss(data_x, data_y, model, dataset_name, w_decay=None):
+        # per round: the test data is scored with the selected-clients model, then with the all-clients model; only the
+        # first is computed (per client, pooled as the authors pool it); the other five scores of the round are not
+        if data_x is not data_obj.tst_x: return float("nan"), float("nan")
+        test_calls[0] += 1
+        if test_calls[0] % 2 == 0: return float("nan"), float("nan")
+        res = [original(c.x_test.numpy(), c.y_test.numpy(), model, dataset_name, w_decay) for c in fd.clients]
+        record.append([a for _, a in res])
+        n = np.array([len(c.y_test) for c in fd.clients])
+        return float(np.dot(n, [l for l, _ in res]) / n.sum()), float(np.dot(n, record[-1]) / n.sum())
+    fedavg.get_acc_loss = get_acc_loss
+    args = types.SimpleNamespace(act_prob=s["fraction"], learning_rate=s["lr"], batch_size=s["batch_size"], epoch=s["local_epochs"],
+                                 com_amount=rounds, weight_decay=s["weight_decay"], sch_step=1, sch_gamma=1, save_period=50,
+                                 model_name="LeNet_fednn", lr_decay_per_round=s["lr_decay"], tau=s["tau0"], seed=seed, data_seed=seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        args.result_path = tmp + "/"
+        # main(): seed everything, build the initial model, train
+        import random
+        random.seed(seed); np.random.seed(seed); torch.manual_seed(seed); torch.cuda.manual_seed_all(seed)
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+        model_func = lambda: FedNNAuthorsNet(M, fednbs_model(fd))
+        init_model = model_func()
+        os.makedirs(f"{tmp}/Model/{data_obj.name}/", exist_ok=True)
+        with contextlib.redirect_stdout(io.StringIO()): fedavg.train_FedAvg(args, data_obj, model_func, init_model)
+    accs = record
+    assert len(accs) == rounds, (len(accs), rounds)
+    return [("authors", setting, seed, r + 1, n, a) for r in range(rounds) for n, a in zip(names, accs[r])]
+
+# ---------------------------------------------------------------------------------------------- Fed-CO (zhyczy/Fed-CO2)
+FEDCO_PATCHES = [  # (exact text of main.py, what it becomes); each must occur exactly once
+    ("    seed = 1\n", "    seed = _FIDELITY['seed']\n"),
+    ("            train_loaders, test_loaders = prepare_data_digits(args)", "            train_loaders, test_loaders = _FIDELITY['loaders'](args)"),
+    ("datasets = ['MNIST', 'SVHN', 'USPS', 'SynthDigits', 'MNIST-M']", "datasets = _FIDELITY['names']"),
+    ("    elif args.mode == 'fed-co2':\n        if args.dataset == 'digits':\n            server_model = DigitModel().to(device)",
+     "    elif args.mode == 'fed-co2':\n        if args.dataset == 'digits':\n            server_model = _FIDELITY['model']().to(device)"),
+    ("                if a_iter<=15 or (a_iter+1)%50==0:", "                if True:"),
+]
+
+class FedCOAuthorsNet(nn.Module):
+    "fednbs's `cnn` with the interface of the authors' `DigitModel`: `produce_feature` (the feature extractor, BatchNorm layers named `bn*`) and `classifier` (the head)."
+    def __init__(self, split_model):
+        super().__init__()
+        self.features = nn.Sequential(OrderedDict(
+            (f"bn{i}" if isinstance(m, nn.modules.batchnorm._BatchNorm) else f"layer{i}", m) for i, m in enumerate(split_model.features)))
+        self.classifier = split_model.head
+    def produce_feature(self, x): return self.features(x)
+    def forward(self, x): return self.classifier(self.features(x))
+
+def run_fedco_authors(setting: str, seed: int, rounds: int, out: Path, source=None):
+    "Run the authors' `main.py --mode fed-co2 --dataset digits` on our clients; parse its per-round test log (fused accuracy)."
+    s = SETTINGS[setting]; repo = checkout("fedco", source)
+    fd = load_clients(setting, seed, out)
+    names = [c.name for c in fd.clients]
+    def loaders(args):
+        tr = [DataLoader(TensorDataset(c.x_train, c.y_train), batch_size=args.batch, shuffle=True) for c in fd.clients]
+        te = [DataLoader(TensorDataset(c.x_test, c.y_test), batch_size=args.batch, shuffle=False) for c in fd.clients]
+        return tr, te
+    src = (repo / "main.py").read_text()
+    for old, new in FEDCO_PATCHES:
+        assert src.count(old) == 1, f"the pinned main.py no longer holds {old!r}"
+        src = src.replace(old, new)
+    sys.path[:0] = [str(repo)]
+    glb = {"__name__": "__main__", "__file__": str(repo / "main.py"),
+           "_FIDELITY": dict(seed=seed, loaders=loaders, names=names, model=lambda: FedCOAuthorsNet(fednbs_model(fd, s["model_width"])))}
+    log = io.StringIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        argv, cwd = sys.argv, os.getcwd()
+        sys.argv = ["main.py", "--mode", "fed-co2", "--dataset", "digits", "--log", "--iters", str(rounds),
+                    "--wk_iters", str(s["local_epochs"]), "--lr", str(s["lr"]), "--momentum", str(s["momentum"]),
+                    "--batch", str(s["batch_size"]), "--save_path", tmp]
+        os.chdir(tmp)
+        try:
+            with contextlib.redirect_stdout(log): exec(compile(src, glb["__file__"], "exec"), glb)
+        finally: sys.argv = argv; os.chdir(cwd)
+    accs = [(m.group(1).strip(), int(m.group(2)), float(m.group(3)))
+            for m in re.finditer(r"^ Test site-(\S+)\s*\| Epoch:(\d+) \| Test Acc: (\S+) \|", log.getvalue(), re.M)]
+    assert len(accs) == rounds * len(names), f"expected {rounds * len(names)} test lines, parsed {len(accs)}"
+    return [("authors", setting, seed, e + 1, n, a) for n, e, a in accs]
+
 # ------------------------------------------------------------------------------------------------------------ fednbs
-def run_fednbs(setting: str, seed: int, rounds: int, out: Path):
+def run_fednbs(setting: str, seed: int, rounds: int, out: Path, device: str = "cpu"):
     "The same setting through `fednbs.experiment.run_experiment`; rows from its metrics file."
     from fednbs.experiment import RunConfig, run_experiment, read_metrics
     s = SETTINGS[setting]
-    params = {k: s[k] for k in ("local_iters", "gen_lr", "rt_lr", "alpha", "beta", "latent_dim", "gamma") if k in s}
+    params = {k: s[k] for k in ("local_iters", "gen_lr", "rt_lr", "alpha", "beta", "latent_dim", "gamma", "tau0") if k in s}
+    extra = {k: s[k] for k in ("weight_decay", "lr_decay", "grad_clip", "sampling", "fraction", "weighting") if k in s}
     opts = {k: v for k, v in s["options"].items() if k not in ("budget", "percent")}
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = RunConfig(algo=s["method"], data=s["data"], data_dir=DATA_DIR, model=COMMON["model"], rounds=rounds,
+        cfg = RunConfig(algo=s["method"], data=s["data"], data_dir=DATA_DIR, model=fednbs_model_name(s.get("model_width", COMMON["model_width"])), rounds=rounds,
                         local_epochs=s.get("local_epochs", 1), lr=s["lr"], batch_size=s["batch_size"], momentum=s["momentum"],
-                        seed=seed, out=str(Path(tmp) / "run"), quiet=True, algo_params=params,
+                        seed=seed, out=str(Path(tmp) / "run"), quiet=True, algo_params=params, device=device, threads=1, **extra,
                         data_options={**opts, "partition_file": str(partition_file(setting, seed, out))})
         run_experiment(cfg)
         rows = read_metrics(Path(tmp) / "run" / "metrics.csv")
     names = [c for c in dict.fromkeys(r["client"] for r in rows) if c not in ("mean", "weighted", "pooled")]
-    acc = {(int(r["round"]), r["client"]): float(r["value"]) for r in rows if r["split"] == "test" and r["metric"] == "acc_personal"}
+    # the method's headline accuracy: personalised models (FedBN, FRAug), fused prediction (Fed-CO), global model (FedNN)
+    metric = next(m for m in ("acc_personal", "acc_fused", "acc_global") if any(r["metric"] == m for r in rows))
+    acc = {(int(r["round"]), r["client"]): float(r["value"]) for r in rows if r["split"] == "test" and r["metric"] == metric}
     # fednbs numbers rounds from 0: its round r is scored after r + 1 rounds of training
     return [("fednbs", setting, seed, r, n, acc[(r - 1, n)]) for r in range(1, rounds + 1) for n in names]
 
@@ -221,14 +370,18 @@ def main(argv=None):
     p.add_argument("--source", default=None, help="where to clone the authors' repository from (default: its GitHub URL)")
     p.add_argument("--data-dir", default=None, help="folder holding digits/ (default: $FEDNBS_DATA_DIR, else ../shared/data)")
     p.add_argument("--out", default=str(HERE.parents[1] / "nbs" / "tutorials" / "fidelity_results"))
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="fednbs's device; the authors' FedBN, FedNN and Fed-CO code takes the GPU whenever one is visible")
     a = p.parse_args(argv)
     global DATA_DIR
     if a.data_dir: DATA_DIR = a.data_dir
     s = SETTINGS[a.setting]; rounds = a.rounds or s["rounds"]; out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     t0 = time.time()
-    if a.side == "fednbs": rows = run_fednbs(a.setting, a.seed, rounds, out)
-    else: rows = {"fedbn": run_fedbn_authors, "fraug": run_fraug_authors}[s["method"]](a.setting, a.seed, rounds, out, a.source)
+    if a.side == "authors" and a.device == "cpu": os.environ["CUDA_VISIBLE_DEVICES"] = ""   # before torch first looks
+    if a.side == "fednbs": rows = run_fednbs(a.setting, a.seed, rounds, out, a.device)
+    else: rows = {"fedbn": run_fedbn_authors, "fraug": run_fraug_authors, "fednn": run_fednn_authors,
+                "fedco": run_fedco_authors}[s["method"]](a.setting, a.seed, rounds, out, a.source)
     path = out / f"{a.setting}_{a.side}_seed{a.seed}.csv"
     write_rows(path, rows)
     last = [r[-1] for r in rows if r[3] == rounds]
