@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['TASK_DEFAULTS', 'LOCAL_STEP', 'EVAL_CHUNK', 'Task', 'NonFiniteLoss', 'Algorithm', 'clone_state', 'accuracy_and_loss',
-           'tiny_clients']
+           'mean_state', 'target_bn_stats', 'tiny_clients']
 
 # %% ../nbs/10_algorithm.ipynb #1daa2b4f
 import math
@@ -16,7 +16,7 @@ from torch import nn, Tensor
 from .core import *
 from .data import ClientData, iterate_batches
 from .models import set_round
-from .aggregation import average_model_states, sample_weights, local_state_names, split_state
+from .aggregation import average_model_states, sample_weights, local_state_names, split_state, is_batchnorm
 
 # %% ../nbs/10_algorithm.ipynb #0ad5faca
 TASK_DEFAULTS = dict(local_epochs=1, lr=0.01, batch_size=32, momentum=0.0, weight_decay=0.0, grad_clip=0.0,
@@ -72,6 +72,7 @@ class Algorithm:
     supports_batched: bool = False   # the batched engine may stack its clients' local loops (see `trains_stacked`)
     finetunes_at_eval: bool = False  # `evaluate` also scores a copy of the model trained locally first
     client_state: dict = {"local": "the model entries that never leave the client (none for FedAvg, BatchNorm for FedBN)"}
+    heldout_models: dict = {}        # model -> how `evaluate_heldout` applies it to a domain no client trained on (empty: refused)
 
     def __init__(self, **hp):
         allowed = self.all_hparams()
@@ -180,6 +181,31 @@ def accuracy_and_loss(logits: Tensor, y: Tensor) -> tuple[float, float]:
     if len(y) == 0: return float("nan"), float("nan")
     return float((logits.argmax(1) == y).float().mean()), float(F.cross_entropy(logits.float(), y))
 
+# %% ../nbs/10_algorithm.ipynb #5db9a32c
+@torch.no_grad()
+def mean_state(states: list[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+    "Entry-wise uniform mean $\\frac1K\\sum_k s_k$ of `states` (integer entries, such as BatchNorm's batch counter, from the first)."
+    return {k: torch.stack([s[k].float() for s in states]).mean(0).to(v.dtype) if v.is_floating_point() else v.clone()
+            for k, v in states[0].items()}
+
+@torch.no_grad()
+def target_bn_stats(model: nn.Module, x: Tensor, chunk: int = 256) -> nn.Module:
+    "`model` with every BatchNorm's running mean and variance re-estimated from the images `x` alone (no labels; AdaBN): chunks of `chunk` images averaged by size."
+    bns = [m for m in model.modules() if is_batchnorm(m) and m.track_running_stats]
+    was, momenta = model.training, [m.momentum for m in bns]
+    model.eval()                                    # dropout and the like stay off: only BatchNorm looks at the batch
+    for m in bns: m.reset_running_stats(); m.train()
+    seen = 0
+    for i in range(0, len(x), chunk):
+        xb = x[i:i + chunk]
+        if len(xb) < 2: continue
+        seen += len(xb)
+        for m in bns: m.momentum = len(xb) / seen     # running = running + n_b/n_seen (batch - running): the size-weighted mean
+        model(xb)
+    for m, mo in zip(bns, momenta): m.momentum = mo
+    model.train(was)
+    return model
+
 # %% ../nbs/10_algorithm.ipynb #92fd2f25
 def _model_message(self, prefix: str, tensors: Mapping[str, Tensor], data: ClientData|None = None) -> Message:
     "Message carrying copies of `tensors` under `prefix/` (and `num_samples` when `data` is given)."
@@ -220,8 +246,13 @@ def _evaluate(self, state: dict, message: Message, data: ClientData, rnd: int, s
     "Logits on `split` of each model in `eval_models`."
     raise NotImplementedError
 
+def _evaluate_heldout(self, server: dict, states: Mapping[str, dict], data: ClientData, rnd: int) -> dict[str, Tensor]:
+    "Logits on the test split of a held-out domain `data` of each model in `heldout_models`, from the server and the clients' states (read, never changed)."
+    raise NotImplementedError
+
 Algorithm.init_server, Algorithm.init_client, Algorithm.broadcast = _init_server, _init_client, _broadcast
 Algorithm.local_update, Algorithm.aggregate, Algorithm.evaluate = _local_update, _aggregate, _evaluate
+Algorithm.evaluate_heldout = _evaluate_heldout
 
 # %% ../nbs/10_algorithm.ipynb #9e8d6b63
 def tiny_clients(n: int = 2, size: int = 40, seed: int = 0) -> list[ClientData]:

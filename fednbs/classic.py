@@ -8,6 +8,7 @@ __all__ = ['FedAvg', 'FedBN', 'proximal_term', 'FedProx', 'Local', 'Central']
 # %% ../nbs/11_classic.ipynb #df3d33a6
 import torch
 import torch.nn.functional as F
+from typing import Mapping
 from torch import nn, Tensor
 from .core import *
 from .data import ClientData
@@ -22,6 +23,7 @@ class FedAvg(Algorithm):
     name = "fedavg"
     bn_mode = "none"
     eval_models, headline = ("global",), "global"
+    heldout_models = {"global": "the global model, as the server holds it"}
 
     def local_names(self) -> set[str]:
         "State entries that never leave the client."
@@ -54,6 +56,20 @@ class FedAvg(Algorithm):
     def evaluate(self, state, message, data, rnd, split="test"):
         return {self.headline: self.predict(self.load(state, message), data.split(split)[0], rnd)}
 
+    def heldout_model(self, server: dict, states: Mapping[str, dict]) -> nn.Module:
+        "The working model for a domain no client trained on: the server's shared weights, with the clients' mean $\\frac1K\\sum_k$ of their local entries."
+        local = mean_state([s["local"] for s in states.values()]) if self.local_names() else {}
+        model = self.work()
+        model.load_state_dict({**split_state(server["model"], self.local_names())[0], **local})
+        return model
+
+    def evaluate_heldout(self, server, states, data, rnd):
+        x, out = data.x_test, {}
+        for kind in self.heldout_models:   # global / avgbn: as built; targetbn: BatchNorm statistics of the domain's own images
+            model = self.heldout_model(server, states)
+            out[kind] = self.predict(target_bn_stats(model, x) if kind == "targetbn" else model, x, rnd)
+        return out
+
 # %% ../nbs/11_classic.ipynb #f9c446e7
 @ALGORITHMS.register("fedbn", "FedBN (Li et al. 2021): BatchNorm layers stay local")
 class FedBN(FedAvg):
@@ -63,6 +79,8 @@ class FedBN(FedAvg):
     bn_mode = "bn_all"
     defaults = {"weighting": "uniform"}
     eval_models, headline, has_global_model = ("personal",), "personal", False
+    heldout_models = {"avgbn": "shared weights + the clients' mean BatchNorm (statistics and affine)",
+                      "targetbn": "avgbn with BatchNorm statistics re-estimated from the domain's own images (AdaBN; no labels)"}
 
 # %% ../nbs/11_classic.ipynb #8126bce7
 def proximal_term(model: nn.Module, anchor: dict[str, Tensor], squared: bool = True) -> Tensor:

@@ -79,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
             dflt = DEFAULTS.get(f.name)
             run.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=str, metavar=typ.__name__.upper(),
                              help=RUN_HELP[f.name].format(presets=", ".join(sorted(PRESETS))) + (f" (default: {dflt})" if dflt is not None else ""))
-    run.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE", help="dataset option (repeatable)")
+    run.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
+                     help="dataset option (repeatable), e.g. budget=200, val_frac=0.1, skew=mixed, or holdout=mnistm: a domain kept out of "
+                          "training and tested every round (global model; FedBN: avgbn, targetbn)")
     run.add_argument("--config", metavar="FILE", help="read settings from a TOML or JSON file (a run's config.json is one); flags override it")
     for flag in ("resume", "overwrite", "fail-fast", "quiet"):
         run.add_argument("--" + flag, action="store_true", default=None, help={"resume": "continue the run in --out from its checkpoint, with the settings of its config.json",

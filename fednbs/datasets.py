@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .core import *
-from .data import ClientData, FederatedData, images_to_tensor, CropFlip, stratified_split
+from .data import ClientData, FederatedData, images_to_tensor, CropFlip, stratified_split, heldout_client, pick_heldout
 from .partition import Partition, make_partition, SCHEMES
 
 # %% ../nbs/03_datasets.ipynb #6feff577
@@ -186,7 +186,7 @@ class Domain:
 # %% ../nbs/03_datasets.ipynb #0c2e457c
 PARTITION_DEFAULTS = dict(partition="iid", clients_per_domain=1, num_clients=None, parts=None, alpha=0.3, classes_per_client=2,
                           min_size=10, min_per_class=0, max_tries=1000, test=None, budget=None, percent=None, val_frac=0.0,
-                          partition_file=None)
+                          partition_file=None, holdout=None)
 
 def dataset_options(fn: Callable) -> list[str]:
     "Names of the options a dataset function accepts (its own keywords plus, for those taking **options, the partition options)."
@@ -224,6 +224,10 @@ def pick_domains(name: str, wanted, known) -> list[str]:
 def build_federated(name: str, domains: list[Domain], seed: int, opts: dict, num_classes: int, classes, size: int,
                     mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), augment=None, notes: str = "") -> FederatedData:
     "Partition `domains` with `opts`, decode the chosen images, and return the validated `FederatedData` (its `.partition` holds the indices)."
+    kept_out = pick_heldout(name, opts.get("holdout"), [d.name for d in domains])
+    heldout = [heldout_client(d.name, images_to_tensor(d.get("test", np.arange(len(d.y["test"])), size), size=size, channels=3, mean=mean, std=std),
+                              torch.as_tensor(d.y["test"], dtype=torch.long)) for d in domains if d.name in kept_out]
+    domains = [d for d in domains if d.name not in kept_out]   # a held-out domain is never partitioned: no client, no training image
     doms = {d.name: d for d in domains}
     labels = {d.name: d.labels() for d in domains}
     pool_sizes = {d.name: {"train": len(d.y["train"]), "test": len(d.y["test"])} for d in domains}
@@ -249,7 +253,7 @@ def build_federated(name: str, domains: list[Domain], seed: int, opts: dict, num
             t[f"x_{s}"] = images_to_tensor(x, size=size, channels=3, mean=mean, std=std)
             t[f"y_{s}"] = torch.as_tensor(dom.y[src][idx], dtype=torch.long)
         clients.append(ClientData(c, **t))
-    fd = FederatedData(name, clients, num_classes, list(classes), augment, notes).validate()
+    fd = FederatedData(name, clients, num_classes, list(classes), augment, notes, heldout).validate()
     fd.partition = part
     return fd
 
@@ -1009,7 +1013,7 @@ def feature_skew(data: FederatedData, kinds="mixed", # one kind, a list (or "a+b
         info[c.name] = {"kind": kind, **params}
     desc = ", ".join(f"{n}: {v['kind']}" for n, v in info.items())
     out = FederatedData(data.name, clients, data.num_classes, data.classes, data.augment,
-                        (data.notes + "; " if data.notes else "") + f"feature skew at severity {int(severity)} ({desc})").validate()
+                        (data.notes + "; " if data.notes else "") + f"feature skew at severity {int(severity)} ({desc})", data.heldout).validate()
     if hasattr(data, "partition"): out.partition = data.partition
     out.feature_skew = info
     return out
@@ -1027,7 +1031,7 @@ def carve_validation(data: FederatedData, frac: float, seed: int = 0) -> Federat
               "use a val_frac between 0.05 and 0.5")
         tr, va = torch.as_tensor(tr), torch.as_tensor(va)
         clients.append(ClientData(c.name, c.x_train[tr], c.y_train[tr], c.x_test, c.y_test, c.x_train[va], c.y_train[va]))
-    out = FederatedData(data.name, clients, data.num_classes, data.classes, data.augment, data.notes).validate()
+    out = FederatedData(data.name, clients, data.num_classes, data.classes, data.augment, data.notes, data.heldout).validate()
     for k in ("partition", "feature_skew"):
         if hasattr(data, k): setattr(out, k, getattr(data, k))
     return out

@@ -6,11 +6,11 @@
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS',
            'AVERAGES', 'BATCHED_ON_CPU', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset', 'check_device',
            'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'resolve',
-           'atomic_write', 'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings',
-           'save_checkpoint', 'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data',
-           'accuracy_series', 'select_report', 'report_text', 'summarize', 'format_table', 'convergence_figure',
-           'plot_convergence', 'choose_engine', 'make_engine', 'check_data_options', 'load_data', 'open_log',
-           'log_round', 'engine_ran', 'run_experiment']
+           'check_heldout', 'atomic_write', 'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint',
+           'check_same_settings', 'save_checkpoint', 'load_checkpoint', 'read_metrics', 'write_metrics',
+           'check_report_data', 'accuracy_series', 'select_report', 'report_text', 'summarize', 'format_table',
+           'convergence_figure', 'plot_convergence', 'choose_engine', 'make_engine', 'check_data_options', 'load_data',
+           'open_log', 'log_round', 'engine_ran', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import fednbs
 from .core import *
-from .data import FederatedData
+from .data import FederatedData, HELDOUT
 from .models import build_model
 from .algorithm import Task
 from .aggregation import SAMPLING
@@ -254,7 +254,17 @@ def resolve(cfg: RunConfig) -> RunConfig:
         cfg.algo_params = {**cfg.algo_params, "local_iters": algo_cls.all_hparams()["local_iters"][0]}
     check_hparams(algo_cls, cfg.algo_params)
     algo_cls(**cfg.algo_params)  # unknown or malformed hyper-parameters fail here
+    if cfg.data_options.get("holdout") is not None: check_heldout(cfg, algo_cls)
     return cfg
+
+def check_heldout(cfg: RunConfig, algo_cls):
+    "Refuse `--data-option holdout` with a method that declares no model for an unseen domain (`heldout_models`), or an engine that cannot score one."
+    can = [n for n in ALGORITHMS.names() if ALGORITHMS[n].heldout_models]
+    check(bool(algo_cls.heldout_models), f"--data-option holdout: --algo {cfg.algo} has no model to apply to a domain no client trained on "
+          "(its models need a client's own layers or inputs)", f"use --algo {', '.join(can)}, or leave out holdout")
+    engines = [n for n in ENGINES.names() if getattr(ENGINES[n], "evaluates_heldout", False)]
+    check(cfg.engine == "auto" or getattr(ENGINES[cfg.engine], "evaluates_heldout", False),
+          f"--data-option holdout: --engine {cfg.engine} does not evaluate held-out domains", f"use --engine auto, {', '.join(engines)}, or leave out holdout")
 
 # %% ../nbs/40_experiment.ipynb #518d6d46
 try: import fcntl
@@ -372,11 +382,11 @@ def check_report_data(rule: str, data):
           f"--report {rule} needs a validation split and {data.name} has none",
           "add --data-option val_frac=0.1 (a validation split carved from each client's training data)")
 
-def accuracy_series(rows: list[dict], split: str = "test") -> dict:
-    "`{model: {client: {round: accuracy}}}` of the `acc_*` rows of `split` (clients include 'mean' and 'weighted')."
+def accuracy_series(rows: list[dict], split: str = "test", heldout: bool = False) -> dict:
+    "`{model: {client: {round: accuracy}}}` of the `acc_*` rows of `split`: the clients with 'mean' and 'weighted', or (`heldout`) the held-out domains alone."
     out = {}
     for r in rows:
-        if r["split"] == split and r["metric"].startswith("acc_"):
+        if r["split"] == split and r["metric"].startswith("acc_") and r["client"].startswith(HELDOUT) == heldout:
             out.setdefault(r["metric"][4:], {}).setdefault(r["client"], {})[r["round"]] = r["value"]
     return out
 
@@ -450,7 +460,10 @@ def summarize(rows: list[dict], cfg: RunConfig, algo_cls, client_names: list[str
             "models": models,
             "reported": {"rule": rule, "text": text(rule), "model": head_name, **rep},
             "selections": {r: {"text": text(r), "models": v} for r, v in sels.items()},
-            "averages": AVERAGES, "test_sizes": sizes, "failures": failures, "algo_params": cfg.algo_params}
+            "averages": AVERAGES, "test_sizes": sizes, "failures": failures, "algo_params": cfg.algo_params,
+            "heldout": {d: {m: acc[m][d][max(acc[m][d])] for m in acc if d in acc[m]} for acc in [accuracy_series(rows, heldout=True)]
+                        for d in sorted({d for per in acc.values() for d in per})},   # at their last evaluation
+            "heldout_models": dict(getattr(algo_cls, "heldout_models", {}))}
 
 # %% ../nbs/40_experiment.ipynb #57180427
 def format_table(summary: dict) -> str:
@@ -465,6 +478,11 @@ def format_table(summary: dict) -> str:
         vals = [v["per_client"].get(c) if c not in names else v[c] for _, v in cols]
         lines.append(f"{names.get(c, c):<16}" + "".join(f"{x:>10.4f}" if x is not None else f"{'-':>10}" for x in vals))
     lines.append(f"columns: accuracy at the last evaluation (round {summary['evaluated_round'] + 1})")
+    if summary.get("heldout"):   # domains no client trained on: not in the mean or the pooled accuracy above
+        hm = list(dict.fromkeys(m for v in summary["heldout"].values() for m in v))
+        lines.append(f"{'held-out domain':<16}" + "".join(f"{m:>10}" for m in hm))
+        lines += [f"{d:<16}" + "".join(f"{v[m]:>10.4f}" if m in v else f"{'-':>10}" for m in hm) for d, v in summary["heldout"].items()]
+        lines += [f"{m}: {summary.get('heldout_models', {}).get(m, '')}" for m in hm]
     if rep["rule"] != "last": lines.append(f"columns with *: report '{rep['rule']}' = {rep['text']}")
     for k, v in summary.get("averages", {}).items(): lines.append(f"{names[k]}: {v}")
     return "\n".join(lines)
@@ -484,6 +502,10 @@ def convergence_figure(rows: list[dict], title: str = "", split: str = "test", h
         if client in ("mean", "weighted"): continue
         xs = sorted(pts)
         ax.plot([r + 1 for r in xs], [pts[r] for r in xs], lw=0.9, alpha=0.7, ls="--", label=f"{headline}: {client}")
+    for model, per in accuracy_series(rows, split, heldout=True).items():   # domains no client trained on
+        for dom, pts in per.items():
+            xs = sorted(pts)
+            ax.plot([r + 1 for r in xs], [pts[r] for r in xs], lw=1.6, ls=":", label=f"{model}: {dom}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round"); ax.set_ylabel(f"{split} accuracy"); ax.set_title(title); ax.grid(alpha=0.3)
     if series: ax.legend(fontsize=7, loc="lower right")
@@ -513,7 +535,8 @@ def choose_engine(cfg: RunConfig, clients: int) -> tuple[str, str]:
 def make_engine(cfg: RunConfig, data: FederatedData, states=None):
     "The engine named by a resolved `cfg` (from `ENGINES`) for its data; `states`: a client-state store for the in-process engines."
     device = check_device(cfg.device)
-    data = FederatedData(data.name, [c.to(device) for c in data.clients], data.num_classes, data.classes, data.augment, data.notes)
+    data = FederatedData(data.name, [c.to(device) for c in data.clients], data.num_classes, data.classes, data.augment, data.notes,
+                         [h.to(device) for h in data.heldout])
     build_model(cfg.model, data.num_classes, data.input_shape, cfg.norm, cfg.pretrained)  # fails early on a mismatch
     task = Task(lambda: build_model(cfg.model, data.num_classes, data.input_shape, cfg.norm, cfg.pretrained), data.client_names, data.num_classes,
                 rounds=cfg.rounds, local_epochs=cfg.local_epochs, lr=cfg.lr, batch_size=cfg.batch_size, momentum=cfg.momentum,

@@ -44,6 +44,7 @@ class KeepLocal(FedAvg):
     keep: tuple = ()
     frozen: tuple = ()
     eval_models, headline, has_global_model = ("personal",), "personal", False
+    heldout_models = {}   # its kept parts exist only per client: nothing to apply to a domain no client trained on
 
     def local_names(self) -> set[str]:
         if "local_names" not in self._work:
@@ -172,6 +173,7 @@ class FedRoD(FedAvg):
     name = "fedrod"
     hparams = {"rod_loss": ("bsm", "loss of FedRoD's generic head: bsm (balanced softmax, paper) or ce (Fed-CO code)")}
     eval_models, headline = ("personal", "global"), "personal"
+    heldout_models = {}   # not yet: its global model is a body and generic head pair that the held-out evaluation does not build
 
     def __init__(self, **hp):
         super().__init__(**hp)
@@ -216,6 +218,7 @@ class Ditto(FedAvg):
     name = "ditto"
     hparams = {"lam": (0.1, "λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)")}
     eval_models, headline = ("personal", "global"), "personal"
+    heldout_models = {"global": "the global model $w$, as the server holds it"}
 
     def __init__(self, **hp):
         super().__init__(**hp)

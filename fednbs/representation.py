@@ -240,6 +240,7 @@ class PerturbedOptimizer:
 class HarmoFL(FedAvg):
     "FedAvg with amplitude-normalised inputs and weight-perturbed local steps."
     name = "harmofl"
+    heldout_models = {}   # not yet: its inputs pass through the clients' amplitude normalisation, which a held-out domain lacks
     hparams = {"alpha": (0.05, "α: drift-regulariser weight (feddyn, feddc), weight-perturbation radius (harmofl)"),
                "amp_window": (0.0, "half-width of HarmoFL's replaced low-frequency window, as a fraction of the image side (0: mean intensity only)")}
 

@@ -65,6 +65,7 @@ class Simulator:
     "Runs an `Algorithm` over a `FederatedData` in this process, round by round."
     takes_state_store = True  # client states live in a mapping of this process: a dict, or a store such as `DiskStates`
     runs_as = "inprocess"     # the engine that actually trains (a subclass may fall back to this one)
+    evaluates_heldout = True  # it scores `data.heldout` (domains no client trains on) with the server and client states it holds
     def __init__(self, algo: Algorithm, data: FederatedData, task: Task, sampling: str = "all", fraction: float = 1.0,
                  eval_every: int = 1, fail_fast: bool = False, states: MutableMapping|None = None):
         self.algo, self.data, self.task = algo.setup(task), data, task
@@ -122,7 +123,19 @@ class Simulator:
         for c, metrics in self.client_evaluations(rnd, split):
             rows += metric_rows(rnd, c.name, split, metrics)
             sizes[c.name] = len(c.split(split)[1])
-        return rows + client_means(rows, sizes, rnd, split)
+        rows += client_means(rows, sizes, rnd, split)   # over the training clients only
+        return rows + (self.evaluate_heldout(rnd) if split == "test" else [])
+
+    def evaluate_heldout(self, rnd: int) -> list[dict]:
+        "`acc_<model>` and `loss_<model>` rows of every held-out domain (`data.heldout`) for each model of `algo.heldout_models`."
+        rows = []
+        for h in self.data.heldout:
+            seed_everything(derive_seed(self.task.seed, rnd, h.name, "eval"))
+            states = {c: self.states[c] for c in self.train_data}
+            for model_name, logits in self.algo.evaluate_heldout(self.server, states, h, rnd).items():
+                acc, loss = accuracy_and_loss(logits, h.y_test)
+                rows += metric_rows(rnd, h.name, "test", {f"acc_{model_name}": acc, f"loss_{model_name}": loss})
+        return rows
 
     def run_round(self) -> list[dict]:
         "Train round `self.round`, evaluate it when due, advance; returns its metrics rows."
