@@ -153,8 +153,10 @@ def _sim_state_dict(self) -> dict:
 def _sim_load_state_dict(self, sd: dict):
     "Continue from a `state_dict()`."
     if "client_store" in sd:
-        check(hasattr(self.states, "restore"), "this checkpoint keeps its client states on disk",
-              "resume with --client-states disk (or pass a DiskStates store to the Simulator)")
+        on_disk = sd["client_store"].get("store", "disk") == "disk"
+        check(hasattr(self.states, "restore"), f"this checkpoint keeps its client states {'on disk' if on_disk else 'in files beside it'}",
+              "resume with --client-states disk (or pass a DiskStates store to the Simulator)" if on_disk else
+              "resume with fednbs run --resume (or pass the Simulator a MemoryStates rooted at the run's client_states folder)")
         self.states.restore(sd["client_store"])
     else:
         check(set(sd["clients"]) == set(self.train_data), f"checkpoint clients {sorted(sd['clients'])} differ from the data's {sorted(self.train_data)}",
