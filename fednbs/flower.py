@@ -566,7 +566,7 @@ def start_ray(init_args: dict, timeout: float|None = None):
 def _client_app(self, backend: str) -> ClientApp:
     if backend == "thread": return make_client_app(SimulatedNodes(self._token))
     if self._dir is None:
-        from ray import cloudpickle  # pickles classes and functions defined in notebooks too
+        _import_ray(); from ray import cloudpickle  # pickles classes and functions defined in notebooks too
         self._dir = tempfile.TemporaryDirectory(prefix="fednbs-flower-")
         algo_cls, hp, task, clients = _BUNDLES[self._token]
         with open(Path(self._dir.name) / "bundle.pkl", "wb") as f:
