@@ -213,6 +213,10 @@ def fednn_speed(data=None, reps: int = 5, norms=("none", "bn", "bn+ws", "fednn")
 
 # %% ../nbs/46_bench.ipynb #a03d687e
 def _peak_rss_mib() -> float:
+    "This process's peak resident memory: Linux's VmHWM (which starts afresh in a new program; `ru_maxrss` keeps the peak of the process that forked it), else `ru_maxrss`."
+    try:
+        with open("/proc/self/status") as f: return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 2**10
+    except (OSError, StopIteration): pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10   # bytes on macOS, KiB on Linux
 

@@ -23,7 +23,7 @@ from .data import FederatedData, HELDOUT
 from .models import build_model
 from .algorithm import Task
 from .aggregation import SAMPLING
-from .state_store import DiskStates
+from .state_store import DiskStates, MemoryStates
 from .parallel import available_cores
 
 log = logging.getLogger("fednbs")
@@ -643,11 +643,14 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     finally: torch.set_num_threads(threads)
 
 def _run_in(cfg: RunConfig, data: FederatedData, stop_after: int|None) -> dict:
-    engine = make_engine(cfg, data) if cfg.client_states == "memory" else None
+    # states in memory: a checkpoint writes only the clients that changed (MemoryStates), into the run folder's client_states/
+    states = MemoryStates() if cfg.client_states == "memory" and ENGINES[cfg.engine].takes_state_store else None
+    engine = make_engine(cfg, data, states=states) if cfg.client_states == "memory" else None
     out, lock = prepare_out_dir(cfg)
     try:
+        if not cfg.resume and (cfg.client_states == "disk" or states is not None): shutil.rmtree(out / "client_states", ignore_errors=True)
+        if states is not None: states.root = out / "client_states"
         if engine is None:  # client states on disk, in the run folder
-            if not cfg.resume: shutil.rmtree(out / "client_states", ignore_errors=True)
             engine = make_engine(cfg, data, states=DiskStates(out / "client_states"))
         return _run(cfg, data, engine, out, stop_after)
     finally: lock.close()
