@@ -139,9 +139,9 @@ class Simulator:
     def evaluate_heldout(self, rnd: int) -> list[dict]:
         "`acc_<model>` and `loss_<model>` rows of every held-out domain (`data.heldout`) for each model of `algo.heldout_models`."
         rows = []
+        states = {c: self.states[c] for c in self.train_data} if self.data.heldout else {}   # read once for every domain
         for h in self.data.heldout:
             seed_everything(derive_seed(self.task.seed, rnd, h.name, "eval"))
-            states = {c: self.states[c] for c in self.train_data}
             for model_name, logits in self.algo.evaluate_heldout(self.server, states, h, rnd).items():
                 acc, loss = accuracy_and_loss(logits, h.y_test)
                 rows += metric_rows(rnd, h.name, "test", {f"acc_{model_name}": acc, f"loss_{model_name}": loss})

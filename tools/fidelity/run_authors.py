@@ -99,8 +99,7 @@ class AuthorsNet(nn.Module):
     def __init__(self, split_model):
         super().__init__()
         layers = list(split_model.features) + list(split_model.head)[:-1]
-        self.features = nn.Sequential(OrderedDict(
-            (f"bn{i}" if isinstance(m, nn.modules.batchnorm._BatchNorm) else f"layer{i}", m) for i, m in enumerate(layers)))
+        self.features = bn_named(layers)
         self.classifier = list(split_model.head)[-1]
         self.feature_dim = self.classifier.in_features
     def forward(self, x): return self.classifier(self.features(x))
@@ -110,6 +109,41 @@ def write_rows(path: Path, rows):
     with open(path, "w", newline="") as f:
         w = csv.writer(f); w.writerow(["impl", "setting", "seed", "round", "client", "test_acc"])
         for r in rows: w.writerow(r)
+
+def bn_named(layers) -> nn.Sequential:
+    "`layers` in a Sequential whose BatchNorm modules are named `bn<i>` (the authors' rule keeps entries with `bn` in the key local)."
+    return nn.Sequential(OrderedDict(
+        (f"bn{i}" if isinstance(m, nn.modules.batchnorm._BatchNorm) else f"layer{i}", m) for i, m in enumerate(layers)))
+
+def client_loaders(fd):
+    "The authors' `prepare_data(args)` on our clients: shuffled training and ordered test loaders of batch `args.batch`."
+    def loaders(args):
+        tr = [DataLoader(TensorDataset(c.x_train, c.y_train), batch_size=args.batch, shuffle=True) for c in fd.clients]
+        te = [DataLoader(TensorDataset(c.x_test, c.y_test), batch_size=args.batch, shuffle=False) for c in fd.clients]
+        return tr, te
+    return loaders
+
+def patched_source(path: Path, patches) -> str:
+    "The text of `path` with each (exact text, replacement) of `patches` applied; each text must occur exactly once."
+    src = path.read_text()
+    for old, new in patches:
+        assert src.count(old) == 1, f"the pinned {path.name} no longer holds {old!r}"
+        src = src.replace(old, new)
+    return src
+
+def run_main_block(src: str, repo: Path, script: Path, argv: list, fidelity: dict) -> str:
+    "Run `src` (the authors' script) as `__main__` with `argv`, in a temporary folder; what it printed."
+    sys.path[:0] = [str(repo)]
+    glb = {"__name__": "__main__", "__file__": str(script), "_FIDELITY": fidelity}
+    log = io.StringIO()
+    with tempfile.TemporaryDirectory() as tmp:
+        old_argv, cwd = sys.argv, os.getcwd()
+        sys.argv = [script.name, *[a.replace("{tmp}", tmp) for a in argv]]
+        os.chdir(tmp)
+        try:
+            with contextlib.redirect_stdout(log): exec(compile(src, str(script), "exec"), glb)
+        finally: sys.argv = old_argv; os.chdir(cwd)
+    return log.getvalue()
 
 # ----------------------------------------------------------------------------------------------- FedBN (med-air/FedBN)
 FEDBN_PATCHES = [  # (exact text of federated/fed_digits.py, what it becomes); each must occur exactly once
@@ -125,27 +159,12 @@ def run_fedbn_authors(setting: str, seed: int, rounds: int, out: Path, source=No
     s = SETTINGS[setting]; repo = checkout("fedbn", source)
     fd = load_clients(setting, seed, out)
     names = [c.name for c in fd.clients]
-    def loaders(args):
-        tr = [DataLoader(TensorDataset(c.x_train, c.y_train), batch_size=args.batch, shuffle=True) for c in fd.clients]
-        te = [DataLoader(TensorDataset(c.x_test, c.y_test), batch_size=args.batch, shuffle=False) for c in fd.clients]
-        return tr, te
-    src = (repo / "federated" / "fed_digits.py").read_text()
-    for old, new in FEDBN_PATCHES:
-        assert src.count(old) == 1, f"the pinned fed_digits.py no longer holds {old!r}"
-        src = src.replace(old, new)
-    sys.path[:0] = [str(repo)]
-    glb = {"__name__": "__main__", "__file__": str(repo / "federated" / "fed_digits.py"),
-           "_FIDELITY": dict(seed=seed, loaders=loaders, names=names, model=lambda: AuthorsNet(fednbs_model(fd)))}
-    log = io.StringIO()
-    with tempfile.TemporaryDirectory() as tmp:
-        argv, cwd = sys.argv, os.getcwd()
-        sys.argv = ["fed_digits.py", "--mode", "fedbn", "--iters", str(rounds), "--wk_iters", str(s["local_epochs"]),
-                    "--lr", str(s["lr"]), "--batch", str(s["batch_size"]), "--save_path", tmp]
-        os.chdir(tmp)
-        try:
-            with contextlib.redirect_stdout(log): exec(compile(src, glb["__file__"], "exec"), glb)
-        finally: sys.argv = argv; os.chdir(cwd)
-    accs = [(m.group(1).strip(), float(m.group(2))) for m in re.finditer(r"^ (\S+)\s*\| Test  Loss: \S+ \| Test  Acc: (\S+)$", log.getvalue(), re.M)]
+    script = repo / "federated" / "fed_digits.py"
+    log = run_main_block(patched_source(script, FEDBN_PATCHES), repo, script,
+                         ["--mode", "fedbn", "--iters", str(rounds), "--wk_iters", str(s["local_epochs"]), "--lr", str(s["lr"]),
+                          "--batch", str(s["batch_size"]), "--save_path", "{tmp}"],
+                         dict(seed=seed, loaders=client_loaders(fd), names=names, model=lambda: AuthorsNet(fednbs_model(fd))))
+    accs = [(m.group(1).strip(), float(m.group(2))) for m in re.finditer(r"^ (\S+)\s*\| Test  Loss: \S+ \| Test  Acc: (\S+)$", log, re.M)]
     assert len(accs) == rounds * len(names), f"expected {rounds * len(names)} test lines, parsed {len(accs)}"
     return [("authors", setting, seed, i // len(names) + 1, n, a) for i, (n, a) in enumerate(accs)]
 
@@ -224,10 +243,7 @@ FEDNN_PATCHES = {  # file -> [(exact text, what it becomes)]; each must occur ex
 
 def load_patched(repo: Path, rel: str, name: str, patches=()) -> types.ModuleType:
     "Import `repo/rel` as module `name` from its source text with the exact replacements `patches`."
-    path = repo / rel; src = path.read_text()
-    for old, new in patches:
-        assert src.count(old) == 1, f"the pinned {rel} no longer holds {old!r}"
-        src = src.replace(old, new)
+    path = repo / rel; src = patched_source(path, patches)
     mod = types.ModuleType(name); mod.__file__ = str(path); mod.__package__ = name.rpartition(".")[0]
     sys.modules[name] = mod
     exec(compile(src, str(path), "exec"), mod.__dict__)
@@ -304,8 +320,7 @@ class FedCOAuthorsNet(nn.Module):
     "fednbs's `cnn` with the interface of the authors' `DigitModel`: `produce_feature` (the feature extractor, BatchNorm layers named `bn*`) and `classifier` (the head)."
     def __init__(self, split_model):
         super().__init__()
-        self.features = nn.Sequential(OrderedDict(
-            (f"bn{i}" if isinstance(m, nn.modules.batchnorm._BatchNorm) else f"layer{i}", m) for i, m in enumerate(split_model.features)))
+        self.features = bn_named(split_model.features)
         self.classifier = split_model.head
     def produce_feature(self, x): return self.features(x)
     def forward(self, x): return self.classifier(self.features(x))
@@ -315,29 +330,13 @@ def run_fedco_authors(setting: str, seed: int, rounds: int, out: Path, source=No
     s = SETTINGS[setting]; repo = checkout("fedco", source)
     fd = load_clients(setting, seed, out)
     names = [c.name for c in fd.clients]
-    def loaders(args):
-        tr = [DataLoader(TensorDataset(c.x_train, c.y_train), batch_size=args.batch, shuffle=True) for c in fd.clients]
-        te = [DataLoader(TensorDataset(c.x_test, c.y_test), batch_size=args.batch, shuffle=False) for c in fd.clients]
-        return tr, te
-    src = (repo / "main.py").read_text()
-    for old, new in FEDCO_PATCHES:
-        assert src.count(old) == 1, f"the pinned main.py no longer holds {old!r}"
-        src = src.replace(old, new)
-    sys.path[:0] = [str(repo)]
-    glb = {"__name__": "__main__", "__file__": str(repo / "main.py"),
-           "_FIDELITY": dict(seed=seed, loaders=loaders, names=names, model=lambda: FedCOAuthorsNet(fednbs_model(fd, s["model_width"])))}
-    log = io.StringIO()
-    with tempfile.TemporaryDirectory() as tmp:
-        argv, cwd = sys.argv, os.getcwd()
-        sys.argv = ["main.py", "--mode", "fed-co2", "--dataset", "digits", "--log", "--iters", str(rounds),
-                    "--wk_iters", str(s["local_epochs"]), "--lr", str(s["lr"]), "--momentum", str(s["momentum"]),
-                    "--batch", str(s["batch_size"]), "--save_path", tmp]
-        os.chdir(tmp)
-        try:
-            with contextlib.redirect_stdout(log): exec(compile(src, glb["__file__"], "exec"), glb)
-        finally: sys.argv = argv; os.chdir(cwd)
+    script = repo / "main.py"
+    log = run_main_block(patched_source(script, FEDCO_PATCHES), repo, script,
+                         ["--mode", "fed-co2", "--dataset", "digits", "--log", "--iters", str(rounds), "--wk_iters", str(s["local_epochs"]),
+                          "--lr", str(s["lr"]), "--momentum", str(s["momentum"]), "--batch", str(s["batch_size"]), "--save_path", "{tmp}"],
+                         dict(seed=seed, loaders=client_loaders(fd), names=names, model=lambda: FedCOAuthorsNet(fednbs_model(fd, s["model_width"]))))
     accs = [(m.group(1).strip(), int(m.group(2)), float(m.group(3)))
-            for m in re.finditer(r"^ Test site-(\S+)\s*\| Epoch:(\d+) \| Test Acc: (\S+) \|", log.getvalue(), re.M)]
+            for m in re.finditer(r"^ Test site-(\S+)\s*\| Epoch:(\d+) \| Test Acc: (\S+) \|", log, re.M)]
     assert len(accs) == rounds * len(names), f"expected {rounds * len(names)} test lines, parsed {len(accs)}"
     return [("authors", setting, seed, e + 1, n, a) for n, e, a in accs]
 
