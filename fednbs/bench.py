@@ -230,11 +230,11 @@ def _state_bytes(states) -> int:
     return states.nbytes() if isinstance(states, DiskStates) else sum(_tensor_bytes(s) for s in states.values())
 
 def measure_here(algo: str, model: str, clients: int, store: str, n_train: int = 32, n_test: int = 8,
-                 fraction: float = 0.1, rounds: int = 2, seed: int = 0) -> dict:
+                 fraction: float = 0.1, rounds: int = 2, seed: int = 0, image_shape: tuple = (3, 32, 32)) -> dict:
     "Run the configuration in this process; returns its figures (the peak is this process's, whatever ran before)."
     load_plugins()
-    data = random_federation(clients, n_train, n_test, (3, 32, 32), 10, seed)
-    task = Task(lambda: build_model(model, 10, (3, 32, 32)), data.client_names, 10, rounds=rounds, lr=0.01, batch_size=32, seed=seed)
+    data = random_federation(clients, n_train, n_test, tuple(image_shape), 10, seed)
+    task = Task(lambda: build_model(model, 10, tuple(image_shape)), data.client_names, 10, rounds=rounds, lr=0.01, batch_size=32, seed=seed)
     before = _peak_rss_mib()
     with tempfile.TemporaryDirectory() as d:
         sim = Simulator(ALGORITHMS[algo](), data, task, sampling="fraction", fraction=fraction, eval_every=rounds,

@@ -9,7 +9,7 @@ __all__ = ['OPTIONAL_MODULES', 'RENAMED_MODULES', 'ALGORITHMS', 'DATASETS', 'MOD
            'message_nbytes', 'tree_map', 'tree_clone', 'all_finite', 'get_device']
 
 # %% ../nbs/00_core.ipynb #b84137ce
-import hashlib, random, math, importlib, pkgutil, warnings
+import hashlib, random, math, importlib, pkgutil, warnings, inspect, sys
 from typing import Any, Callable, Mapping
 import numpy as np
 import torch
@@ -44,12 +44,19 @@ def load_optional(name: str):
                           f'install it with pip install "fednbs[{OPTIONAL_MODULES[name]}]"') from None
 
 # %% ../nbs/00_core.ipynb #727db33f
+def _stale(f) -> bool:
+    "True for a factory a notebook defined in a namespace that is no longer `__main__` (another notebook ran since in this process)."
+    f = inspect.unwrap(f)
+    if getattr(f, "__module__", None) != "__main__" or "<locals>" in getattr(f, "__qualname__", "<locals>"): return False
+    return getattr(sys.modules.get("__main__"), f.__name__, None) is not f
+
 class Registry:
     "Named factories of one kind (e.g. algorithms), with helpful errors for unknown names."
-    def __init__(self, kind: str): self.kind, self.items, self.docs = kind, {}, {}
+    def __init__(self, kind: str): self.kind, self.items, self.docs, self.earlier = kind, {}, {}, {}
     def register(self, name: str, doc: str|None = None):
-        "Decorator that files the decorated factory under `name`."
+        "Decorator that files the decorated factory under `name` (the one it replaces is kept, see `__getitem__`)."
         def _reg(f):
+            if name in self.items: self.earlier.setdefault(name, []).append((self.items[name], self.docs[name]))
             self.items[name] = f
             self.docs[name] = doc or (f.__doc__ or "").strip().split("\n")[0]
             return f
@@ -60,6 +67,8 @@ class Registry:
         if name not in self.items and name in OPTIONAL_MODULES: load_optional(name)  # e.g. the Flower engine
         check(name in self.items, f"unknown {self.kind} '{name}'",
               f"choose one of: {', '.join(self.names())} (see `fednbs list`)")
+        while _stale(self.items[name]) and self.earlier.get(name):   # a finished notebook's copy: back to the one it replaced
+            self.items[name], self.docs[name] = self.earlier[name].pop()
         return self.items[name]
 
 # %% ../nbs/00_core.ipynb #2ff577d8

@@ -10,7 +10,7 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
            'check_same_settings', 'save_checkpoint', 'load_checkpoint', 'read_metrics', 'write_metrics',
            'check_report_data', 'accuracy_series', 'select_report', 'report_text', 'summarize', 'format_table',
            'convergence_figure', 'plot_convergence', 'choose_engine', 'make_engine', 'check_data_options', 'load_data',
-           'open_log', 'log_round', 'engine_ran', 'run_experiment']
+           'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing
@@ -31,7 +31,7 @@ log = logging.getLogger("fednbs")
 # %% ../nbs/40_experiment.ipynb #0f8c1714
 DEFAULTS = dict(algo="fedbn", data="skdigits", model="cnn", norm="default", rounds=20, local_epochs=1, lr=0.01,
                 batch_size=32, momentum=0.0, weight_decay=0.0, grad_clip=0.0, lr_decay=1.0, seed=0, sampling="all",
-                fraction=1.0, weighting="samples", eval_every=1, engine="inprocess", client_states="memory", device="auto", checkpoint_every=1,
+                fraction=1.0, weighting="samples", eval_every=1, engine="auto", client_states="memory", device="auto", checkpoint_every=1,
                 report="last", report_window=10, log="none")
 
 @dataclass
@@ -524,6 +524,8 @@ BATCHED_ON_CPU = ("--engine batched is slower than the sequential engine on a CP
 def choose_engine(cfg: RunConfig, clients: int) -> tuple[str, str]:
     "The engine `--engine auto` picks for a resolved `cfg` with `clients` clients, and why."
     dev, cores = check_device(cfg.device), available_cores()
+    if dev.type == "cpu" and torch.cuda.is_initialized():   # a forked worker cannot run autograd once this process used the GPU
+        return "inprocess", "this process has used the GPU, so worker processes forked from it could not train: one client after the other here"
     if dev.type == "cuda":
         if ALGORITHMS[cfg.algo].trains_stacked(): return "batched", f"{cfg.algo} trains its clients stacked on the GPU"
         return "inprocess", f"{cfg.algo} does not declare stacked training: its clients train one after the other on the GPU"
@@ -612,6 +614,12 @@ def log_round(writer, rnd: int, rows: list[dict], wire: dict|None = None):
 # %% ../nbs/40_experiment.ipynb #3f7a8814
 RUN_RECORDS = ("engine_ran",)  # what a run's config.json records beside its settings (read back, they are not settings)
 
+def engine_of_run(out) -> str|None:
+    "The engine the run in folder `out` trained with (its config.json), if there is one: a resume without `--engine` keeps it."
+    path = Path(out or "") / "config.json"
+    try: return json.loads(path.read_text()).get("engine") if out and path.is_file() else None
+    except (OSError, ValueError): return None
+
 def engine_ran(cfg: RunConfig, engine) -> str:
     "The engine that trains the run, as the engine reports it (`runs_as`): `--engine batched` trains an algorithm without `supports_batched` as `inprocess` does."
     return getattr(engine, "runs_as", cfg.engine)
@@ -631,6 +639,7 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     "Run (or resume) the experiment `cfg`; returns its summary (also written to `summary.json`)."
     given, cfg = cfg, resolve(cfg)                # checked (types first) before anything reads it
     for w in unused_flags(given): log.warning(w)   # what the user gave that does not apply
+    if given.engine is None and cfg.resume: cfg.engine = engine_of_run(cfg.out) or cfg.engine   # a resumed run keeps its engine
     data = load_data(cfg)
     check_report_data(cfg.report, data)
     if cfg.engine == "auto":
