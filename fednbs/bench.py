@@ -18,7 +18,7 @@ from .algorithm import Task, EVAL_CHUNK
 from .simulation import Simulator
 from .batched import BatchedSimulator, batched_capable
 from .parallel import WorkersSimulator
-from .state_store import DiskStates
+from .state_store import DiskStates, MemoryStates
 from .experiment import check_device
 
 # %% ../nbs/46_bench.ipynb #4bc63495
@@ -238,7 +238,7 @@ def measure_here(algo: str, model: str, clients: int, store: str, n_train: int =
     before = _peak_rss_mib()
     with tempfile.TemporaryDirectory() as d:
         sim = Simulator(ALGORITHMS[algo](), data, task, sampling="fraction", fraction=fraction, eval_every=rounds,
-                        states=DiskStates(d) if store == "disk" else None)
+                        states=DiskStates(d) if store == "disk" else MemoryStates())   # as `fednbs run` keeps them
         t = time.perf_counter(); sim.run()
         secs = (time.perf_counter() - t) / rounds
         return dict(algo=algo, model=model, clients=clients, store=store, state_mib=_state_bytes(sim.states) / 2**20,

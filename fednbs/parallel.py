@@ -86,6 +86,7 @@ def _probe() -> bool:
 @ENGINES.register("workers", "this process and N forked worker processes on the CPU, each training and evaluating whole clients (one thread each)")
 class WorkersSimulator(Simulator):
     "The in-process `Simulator` with each round's clients trained, and every client evaluated, in `workers` forked processes."
+    runs_as = "workers"
     def __init__(self, algo: Algorithm, data: FederatedData, task: Task,
                  workers: int|None = None, # worker processes (None: one per core, at most one per client)
                  threads: int = 1, # intra-op threads of each worker: 1 gives the same bits for any number of workers
