@@ -47,8 +47,9 @@ def load_optional(name: str):
 def _stale(f) -> bool:
     "True for a factory a notebook defined in a namespace that is no longer `__main__` (another notebook ran since in this process)."
     f = inspect.unwrap(f)
-    if getattr(f, "__module__", None) != "__main__" or "<locals>" in getattr(f, "__qualname__", "<locals>"): return False
-    return getattr(sys.modules.get("__main__"), f.__name__, None) is not f
+    name = getattr(f, "__name__", None)   # lambdas, closures and objects without a name are never judged stale
+    if getattr(f, "__module__", None) != "__main__" or name is None or "<" in getattr(f, "__qualname__", "<"): return False
+    return getattr(sys.modules.get("__main__"), name, None) is not f
 
 class Registry:
     "Named factories of one kind (e.g. algorithms), with helpful errors for unknown names."
