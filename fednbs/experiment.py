@@ -638,7 +638,7 @@ def _start(cfg: RunConfig, out: Path, engine):
 def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     "Run (or resume) the experiment `cfg`; returns its summary (also written to `summary.json`)."
     given, cfg = cfg, resolve(cfg)                # checked (types first) before anything reads it
-    for w in unused_flags(given): log.warning(w)   # what the user gave that does not apply
+    for w in ([] if cfg.resume else unused_flags(given)): log.warning(w)   # what the user gave that does not apply (said when the run started)
     if given.engine is None and cfg.resume: cfg.engine = engine_of_run(cfg.out) or cfg.engine   # a resumed run keeps its engine
     data = load_data(cfg)
     check_report_data(cfg.report, data)

@@ -342,3 +342,10 @@ MUTATIONS += [
          tests=["nbs/32_state_store.ipynb"],
          what="every state, however small, gives pages back (page faults for nothing)"),
 ]
+MUTATIONS += [
+    dict(name="resume_repeats_warnings", notebook="nbs/40_experiment.ipynb",
+         find='    for w in ([] if cfg.resume else unused_flags(given)): log.warning(w)',
+         replace='    for w in unused_flags(given): log.warning(w)',
+         tests=["nbs/40_experiment.ipynb"],
+         what="a resumed run warns again about settings it was made with (the CLI passes every saved one)"),
+]
