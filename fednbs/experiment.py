@@ -13,7 +13,7 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
            'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
-import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing
+import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 import torch
@@ -283,6 +283,16 @@ def is_run_dir(out: Path) -> bool:
     "Whether `out` holds a fednbs run (its marker file, or the checkpoint and metrics of an older run)."
     return (out / RUN_MARKER).exists() or ((out / "checkpoint.pt").exists() and (out / "metrics.csv").exists())
 
+_HELD_LOCKS = weakref.WeakSet()   # the run-folder locks this process holds
+
+def _let_go_in_child():
+    "In a forked child (a worker of the run): close its copies of the run-folder locks, which stay the parent's alone."
+    for f in list(_HELD_LOCKS):
+        try: f.close()
+        except OSError: pass
+
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_let_go_in_child)
+
 def lock_run_dir(out: Path):
     "Hold an exclusive lock on the run folder `out` (released when the returned file is closed or the process ends)."
     f = open(out / LOCK_FILE, "a")
@@ -292,6 +302,7 @@ def lock_run_dir(out: Path):
         f.close()
         raise FednbsError(f"another fednbs run is using {out} right now; wait for it to finish, or pass another --out") from None
     except OSError: log.warning(f"{out} cannot be locked (its file system has no locks): do not start a second run on it")
+    _HELD_LOCKS.add(f)   # a forked worker must not keep the folder locked after this process ends (a killed run resumes at once)
     return f
 
 def prepare_out_dir(cfg: RunConfig):
