@@ -349,3 +349,10 @@ MUTATIONS += [
          tests=["nbs/40_experiment.ipynb"],
          what="a resumed run warns again about settings it was made with (the CLI passes every saved one)"),
 ]
+MUTATIONS += [
+    dict(name="workers_keep_run_lock", notebook="nbs/40_experiment.ipynb",
+         find='    _HELD_LOCKS.add(f)   # a forked worker must not keep the folder locked',
+         replace='    pass   # a forked worker must not keep the folder locked',
+         tests=["nbs/40_experiment.ipynb"],
+         what="forked workers keep the run-folder lock after the run is killed, so its resume is refused"),
+]
