@@ -7,7 +7,7 @@ outside the project (FEDNBS_FIDELITY_CACHE, default ~/.cache/fednbs-fidelity) an
 nothing of it is copied into this project. Every change needed to run it is made at run time by this file and listed
 in tools/fidelity/README.md.
 """
-import argparse, contextlib, copy, csv, io, json, os, re, subprocess, sys, tempfile, time, types
+import argparse, contextlib, copy, csv, io, json, os, re, shutil, subprocess, sys, tempfile, time, types
 from collections import OrderedDict
 from pathlib import Path
 import numpy as np
@@ -35,6 +35,10 @@ SETTINGS = {
     "fraug-digits3": dict(method="fraug", data="digits3", options=dict(budget=256), test_cap=300, rounds=30,
                           lr=0.01, batch_size=32, momentum=0.5, local_iters=8, gen_lr=0.05, rt_lr=0.05, alpha=1.0, beta=1.0,
                           latent_dim=64, gamma=0.002),
+    # the authors' own Digits budget (main.py): T = 20 iterations of batch 64 a round; `fraug-digits3` above is reduced
+    "fraug-digits3-full": dict(method="fraug", data="digits3", options=dict(budget=256), test_cap=300, rounds=30,
+                               lr=0.01, batch_size=64, momentum=0.5, local_iters=20, gen_lr=0.05, rt_lr=0.05, alpha=1.0,
+                               beta=1.0, latent_dim=64, gamma=0.002),
     # FedNN's Digit protocol (main.py defaults, the paper's E = 5): FedAvg of every entry over Bernoulli(0.4) clients
     "fednn-digits3": dict(method="fednn", data="digits3", options=dict(budget=256), test_cap=300, rounds=30,
                           lr=0.1, lr_decay=0.998, weight_decay=1e-3, grad_clip=10.0, batch_size=50, momentum=0.0,
@@ -56,6 +60,20 @@ def checkout(method: str, source: str|None = None) -> Path:
     sh("git", "checkout", "--quiet", "--detach", pin, cwd=dest)
     sh("git", "reset", "--quiet", "--hard", pin, cwd=dest)          # the checkout stays exactly the authors' files
     return dest
+
+@contextlib.contextmanager
+def work_folder():
+    """A temporary folder whose path holds neither 'pt' nor 'user': the authors' FRAug code derives its log paths from the
+    checkpoint path with `.replace('user', ...)` and `.replace('pt', 'txt')`, which would rewrite such a folder's name."""
+    for _ in range(100):
+        tmp = tempfile.mkdtemp(prefix="fednbs-")
+        if "pt" not in tmp and "user" not in tmp: break
+        os.rmdir(tmp)
+    else:
+        raise SystemExit(f"every temporary folder under {tempfile.gettempdir()} contains 'pt' or 'user', which the authors' "
+                         "FRAug code rewrites in its log paths; set TMPDIR to a folder whose path contains neither")
+    try: yield tmp
+    finally: shutil.rmtree(tmp, ignore_errors=True)
 
 def partition_file(setting: str, seed: int, out: Path) -> Path:
     "The clients of `setting` at `seed` as a fednbs partition file (each client's test split capped at `test_cap`)."
@@ -136,7 +154,7 @@ def run_main_block(src: str, repo: Path, script: Path, argv: list, fidelity: dic
     sys.path[:0] = [str(repo)]
     glb = {"__name__": "__main__", "__file__": str(script), "_FIDELITY": fidelity}
     log = io.StringIO()
-    with tempfile.TemporaryDirectory() as tmp:
+    with work_folder() as tmp:
         old_argv, cwd = sys.argv, os.getcwd()
         sys.argv = [script.name, *[a.replace("{tmp}", tmp) for a in argv]]
         os.chdir(tmp)
@@ -208,7 +226,7 @@ def run_fraug_authors(setting: str, seed: int, rounds: int, out: Path, source=No
         self.num_train_samples = len(ytr)
         self.iter_trainloader = iter(self.train_loader)
     User.prepare_data_loader = prepare_data_loader
-    with tempfile.TemporaryDirectory() as tmp:
+    with work_folder() as tmp:
         setup_seed(seed)
         cfg = fraug_config(s, rounds, seed, names, tmp)
         server = FRAug(cfg, AuthorsNet(fednbs_model(fd)))
@@ -292,7 +310,7 @@ def run_fednn_authors(setting: str, seed: int, rounds: int, out: Path, source=No
     args = types.SimpleNamespace(act_prob=s["fraction"], learning_rate=s["lr"], batch_size=s["batch_size"], epoch=s["local_epochs"],
                                  com_amount=rounds, weight_decay=s["weight_decay"], sch_step=1, sch_gamma=1, save_period=50,
                                  model_name="LeNet_fednn", lr_decay_per_round=s["lr_decay"], tau=s["tau0"], seed=seed, data_seed=seed)
-    with tempfile.TemporaryDirectory() as tmp:
+    with work_folder() as tmp:
         args.result_path = tmp + "/"
         # main(): seed everything, build the initial model, train
         import random
@@ -348,7 +366,7 @@ def run_fednbs(setting: str, seed: int, rounds: int, out: Path, device: str = "c
     params = {k: s[k] for k in ("local_iters", "gen_lr", "rt_lr", "alpha", "beta", "latent_dim", "gamma", "tau0") if k in s}
     extra = {k: s[k] for k in ("weight_decay", "lr_decay", "grad_clip", "sampling", "fraction", "weighting") if k in s}
     opts = {k: v for k, v in s["options"].items() if k not in ("budget", "percent")}
-    with tempfile.TemporaryDirectory() as tmp:
+    with work_folder() as tmp:
         cfg = RunConfig(algo=s["method"], data=s["data"], data_dir=DATA_DIR, model=fednbs_model_name(s.get("model_width", COMMON["model_width"])), rounds=rounds,
                         local_epochs=s.get("local_epochs", 1), lr=s["lr"], batch_size=s["batch_size"], momentum=s["momentum"],
                         seed=seed, out=str(Path(tmp) / "run"), quiet=True, algo_params=params, device=device, threads=1, **extra,
