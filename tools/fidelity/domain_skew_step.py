@@ -11,7 +11,7 @@ FPL (WenkeHuang/RethinkFL): two rounds of `FPL._train_net` (SGD lr 0.01, momentu
 prototypes of round 0. Their loss value is `CE + sum_i hierarchical_info_loss / B` on the start weights (their functions,
 summed as their loop sums). Also their `FINCH` against fednbs's `finch` on 300 random sets of 2-20 vectors.
 FedHEAL (yuhangchen0/FedHEAL): three rounds (round 0 with empty histories, then random hand-set sign histories,
-the same on both sides, so that the masks drop about a third of the elements) of `FedAvGHEAL.loc_update` (their local step with lr 0.001, momentum 0.9,
+the same on both sides, so that the masks drop elements; the script prints the fraction kept) of `FedAvGHEAL.loc_update` (their local step with lr 0.001, momentum 0.9,
 weight decay 1e-5; `consistency_mask`, `compute_distance`, `get_params_diff_weights`, `aggregate_nets_parameter`).
 
 Prints the largest absolute difference of every quantity and writes them to
