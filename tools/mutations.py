@@ -408,3 +408,10 @@ MUTATIONS += [   # --- domain skew: FPL and FedHEAL ----------------------------
          tests=["nbs/15_domain_skew.ipynb"],
          what="the HEAL mixin leaves the base method's average in place"),
 ]
+MUTATIONS += [
+    dict(name="heal_history_global_round", notebook="nbs/15_domain_skew.ipynb",
+         find='n if history_round == "participations" else rnd',
+         replace='rnd',
+         tests=["nbs/15_domain_skew.ipynb"],
+         what="FedHEAL's sign history always counts global rounds, so a client that skipped rounds weighs its past wrongly"),
+]
