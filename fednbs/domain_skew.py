@@ -6,21 +6,21 @@
 __all__ = ['connected_components', 'first_neighbour_partition', 'cluster_means', 'finch', 'cluster_prototypes',
            'aggregate_cluster_prototypes', 'unbiased_prototypes', 'fpl_prototype_loss', 'FPL', 'consistency_mask',
            'update_distance', 'heal_weights', 'masked_aggregate', 'heal_server_step', 'new_heal_state', 'HEAL',
-           'FedHEAL', 'FPLHEAL', 'fairness_std']
+           'FedHEAL', 'FPLHEAL', 'fairness_std', 'BasicBlock', 'ResNet10']
 
-# %% ../nbs/15_domain_skew.ipynb #42c783e5
+# %% ../nbs/15_domain_skew.ipynb #4fac3031
 from typing import Mapping
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .core import *
-from .models import last_layer_split
+from .models import SplitModel, last_layer_split, norm_layer
 from .aggregation import split_state
 from .algorithm import clone_state
 from .classic import FedAvg
 from .representation import class_prototypes
 
-# %% ../nbs/15_domain_skew.ipynb #c8745d6a
+# %% ../nbs/15_domain_skew.ipynb #981a079a
 def connected_components(link: Tensor # n×n symmetric boolean adjacency
                         ) -> Tensor:  # component label of each node, numbered by first appearance
     "Connected components of the graph `link` by min-label propagation."
@@ -32,7 +32,7 @@ def connected_components(link: Tensor # n×n symmetric boolean adjacency
         if torch.equal(new, lab): return torch.unique(lab, return_inverse=True)[1]
         lab = new
 
-# %% ../nbs/15_domain_skew.ipynb #813dd115
+# %% ../nbs/15_domain_skew.ipynb #ccd0732e
 def first_neighbour_partition(x: Tensor # n×d points (rows)
                              ) -> Tensor: # cluster label of each row
     "FINCH's clustering equation: connected components of the first-neighbour graph of the rows of `x` (cosine distance)."
@@ -45,7 +45,7 @@ def first_neighbour_partition(x: Tensor # n×d points (rows)
     a += torch.eye(n, dtype=torch.double, device=x.device)     # row i: {i, κ(i)}
     return connected_components((a @ a.T) > 0)                 # i ~ j: the two sets meet
 
-# %% ../nbs/15_domain_skew.ipynb #6890c452
+# %% ../nbs/15_domain_skew.ipynb #bb41798d
 def cluster_means(x: Tensor, labels: Tensor) -> Tensor:
     "Mean of the rows of `x` in each cluster of `labels` (labels 0..m-1)."
     m = int(labels.max()) + 1
@@ -63,7 +63,7 @@ def finch(x: Tensor # n×d points (rows)
         if k == 1 or k >= m: return parts        # one cluster, or nothing merged: that level is dropped
         parts.append(merged)
 
-# %% ../nbs/15_domain_skew.ipynb #4360ffab
+# %% ../nbs/15_domain_skew.ipynb #b8228505
 def cluster_prototypes(protos: Tensor # K×d prototypes of one class, one per client holding it
                       ) -> Tensor:    # M×d: the mean of each cluster of FINCH's last partition
     "FPL's cluster prototypes of one class."
@@ -88,7 +88,7 @@ def unbiased_prototypes(protos: Tensor, mask: Tensor) -> Tensor:
     "$\\bar u_c = \\frac{1}{M_c}\\sum_m p_{c,m}$ of the padded cluster prototypes (zeros for classes without any)."
     return (protos * mask[..., None]).sum(1) / mask.sum(1).clamp_min(1)[:, None]
 
-# %% ../nbs/15_domain_skew.ipynb #ec23c01a
+# %% ../nbs/15_domain_skew.ipynb #38082adb
 def fpl_prototype_loss(z: Tensor,      # B×d embeddings
                        y: Tensor,      # B labels
                        protos: Tensor, # C×M×d cluster prototypes (padded)
@@ -110,7 +110,7 @@ def fpl_prototype_loss(z: Tensor,      # B×d embeddings
     upcr = ((zk - unbiased_prototypes(protos, mask)[yk]) ** 2).mean(1)
     return (cpcl + upcr).sum() / len(y)
 
-# %% ../nbs/15_domain_skew.ipynb #57f99530
+# %% ../nbs/15_domain_skew.ipynb #fd1f7866
 @ALGORITHMS.register("fpl", "FPL (Huang et al. 2023): FedAvg + contrastive/consistency terms to FINCH cluster prototypes of each class")
 class FPL(FedAvg):
     "FedAvg whose local loss pulls embeddings to their class's cluster prototypes (InfoNCE) and unbiased prototype (MSE)."
@@ -160,7 +160,7 @@ class FPL(FedAvg):
         clusters, mask = aggregate_cluster_prototypes([u["mean"] for u in ups], [u["present"] for u in ups])
         return {**server, "proto": {"clusters": clusters, "mask": mask}}
 
-# %% ../nbs/15_domain_skew.ipynb #0d7639bf
+# %% ../nbs/15_domain_skew.ipynb #be25a8a9
 def consistency_mask(delta: Mapping[str, Tensor], # update Δ = θ_g − θ_k per state entry
                      history: Mapping[str, Tensor]|None, # H_k (None: the client's first round)
                      r: int,          # earlier rounds counted in the history
@@ -172,7 +172,7 @@ def consistency_mask(delta: Mapping[str, Tensor], # update Δ = θ_g − θ_k pe
     mask = {k: (torch.where(sign[k] > 0, history[k], 1 - history[k]) > tau).to(v.dtype) for k, v in delta.items()}
     return mask, {k: (history[k] * r + sign[k]) / (r + 1) for k in delta}
 
-# %% ../nbs/15_domain_skew.ipynb #5966421e
+# %% ../nbs/15_domain_skew.ipynb #5c1b4b0f
 def update_distance(update: Mapping[str, Tensor], # masked update u_k per state entry
                     params: set[str],             # names of the trainable parameters
                     ) -> float:
@@ -192,7 +192,7 @@ def heal_weights(dist: Mapping[str, float], # d_j of every client ever seen (the
     s = sum(raw[c] for c in clients)
     return {c: raw[c] / s for c in clients}
 
-# %% ../nbs/15_domain_skew.ipynb #5147d721
+# %% ../nbs/15_domain_skew.ipynb #46182cfb
 @torch.no_grad()
 def masked_aggregate(glob: Mapping[str, Tensor],                # θ_g per entry
                      updates: Mapping[str, Mapping[str, Tensor]], # client -> masked update u_k
@@ -233,7 +233,7 @@ def new_heal_state() -> dict:
     "FedHEAL's empty server state (the fix of the released code's round-0 crash: empty, not None)."
     return {"history": {}, "count": {}, "distance": {}, "raw": {}, "momentum": {}}
 
-# %% ../nbs/15_domain_skew.ipynb #ccf5be10
+# %% ../nbs/15_domain_skew.ipynb #902067b9
 class HEAL:
     "FedHEAL's fair server step (consistency masks + distance re-weighting) on top of the method it is mixed into."
     hparams = {"heal_tau": (0.3, "FedHEAL: consistency threshold τ (keep an element whose update kept its sign in more than τ of the past rounds)"),
@@ -274,7 +274,7 @@ class FPLHEAL(HEAL, FPL):
     supports_batched = False  # FPL's local step (see FPL)
     name = "fplheal"
 
-# %% ../nbs/15_domain_skew.ipynb #02b8e27b
+# %% ../nbs/15_domain_skew.ipynb #00675fb0
 def fairness_std(accs,        # per-domain (or per-client) accuracies
                  ddof: int = 1 # 1: the sample std of FedHEAL's code; 0: the population std
                 ) -> float:
@@ -282,3 +282,27 @@ def fairness_std(accs,        # per-domain (or per-client) accuracies
     a = torch.as_tensor(list(accs.values()) if isinstance(accs, Mapping) else list(accs), dtype=torch.float64)
     check(len(a) > ddof, f"the standard deviation with ddof={ddof} needs more than {ddof} accuracies (got {len(a)})", "pass every domain's accuracy")
     return float(a.var(correction=ddof).sqrt())
+
+# %% ../nbs/15_domain_skew.ipynb #1cb4c983
+class BasicBlock(nn.Module):
+    "ResNet's basic block: two conv3×3-norm layers and a shortcut (1×1 conv-norm where the shape changes)."
+    def __init__(self, cin: int, cout: int, stride: int = 1, norm: str = "bn"):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), norm_layer(norm, cout)
+        self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), norm_layer(norm, cout)
+        self.shortcut = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), norm_layer(norm, cout))
+                         if stride != 1 or cin != cout else nn.Sequential())
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+@MODELS.register("resnet10", "ResNet-10 of FPL and FedHEAL (CIFAR stem, 512-d embedding), 32x32 images, 4.9 M parameters")
+def ResNet10(num_classes: int = 10, input_shape=(3, 32, 32), norm: str|None = None, width: int = 64) -> SplitModel:
+    "The ResNet-10 of FPL and FedHEAL (CIFAR stem, one BasicBlock per stage, 8·`width`-d embedding)."
+    norm = norm or "bn"
+    stages, cin = [], width
+    for i, stride in enumerate((1, 2, 2, 2)):
+        stages.append(BasicBlock(cin, width * 2 ** i, stride, norm)); cin = width * 2 ** i
+    features = nn.Sequential(nn.Conv2d(input_shape[0], width, 3, 1, 1, bias=False), norm_layer(norm, width), nn.ReLU(), *stages,
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    return SplitModel(features, nn.Sequential(nn.Linear(cin, num_classes)))
