@@ -356,3 +356,15 @@ MUTATIONS += [
          tests=["nbs/40_experiment.ipynb"],
          what="forked workers keep the run-folder lock after the run is killed, so its resume is refused"),
 ]
+MUTATIONS += [
+    dict(name="fedrep_head_phase_trains_all", notebook="nbs/13_personalized.ipynb",
+         find='self.fit_part(model, data, rnd, head, head_epochs)',
+         replace='self.fit_part(model, data, rnd, head | body, head_epochs)',
+         tests=["nbs/13_personalized.ipynb"],
+         what="FedRep's head phase also moves the body (no alternation)"),
+    dict(name="fedrep_no_final_head_round", notebook="nbs/13_personalized.ipynb",
+         find='return max(self.final_head_epochs, self.head_epochs), 0',
+         replace='return self.head_epochs, self.body_epochs',
+         tests=["nbs/13_personalized.ipynb"],
+         what="FedRep's last round trains the body too instead of fitting only the heads"),
+]
