@@ -368,3 +368,20 @@ MUTATIONS += [
          tests=["nbs/13_personalized.ipynb"],
          what="FedRep's last round trains the body too instead of fitting only the heads"),
 ]
+MUTATIONS += [
+    dict(name="fedwon_ws_no_fanin_scale", notebook="nbs/06_normalization.ipynb",
+         find='scale = self.gain * (self.gamma / math.sqrt(self.weight[0].numel()))',
+         replace='scale = self.gain * self.gamma',
+         tests=["nbs/06_normalization.ipynb"],
+         what="FedWon's standardised conv without the 1/sqrt(N) fan-in scale"),
+    dict(name="fedwon_agc_clips_all", notebook="nbs/06_normalization.ipynb",
+         find='torch.where(g > max_norm, max_norm / g.clamp_min(1e-6), torch.ones_like(g))',
+         replace='max_norm / g.clamp_min(1e-6)',
+         tests=["nbs/06_normalization.ipynb"],
+         what="AGC rescales every unit to lambda, also those below the threshold"),
+    dict(name="fedwon_agc_clips_final_layer", notebook="nbs/06_normalization.ipynb",
+         find='last = final_layer(model) if skip_final else None',
+         replace='last = None',
+         tests=["nbs/06_normalization.ipynb"],
+         what="AGC also clips the final classifier layer"),
+]
