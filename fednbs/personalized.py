@@ -335,6 +335,7 @@ class FedRep(KeepLocal):
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: checked below)
     client_state = {"local": "the head $h_k$ (last layer), plus BatchNorm with local_bn=True"}
     name, keep = "fedrep", ("last",)
+    heldout_models = {}   # each head exists only on its client: nothing to apply to a domain no client trained on
     hparams = {"head_epochs": (1, "FedRep: epochs fitting the head with the body frozen, each round (paper: 10)"),
                "body_epochs": (1, "FedRep: epochs fitting the body with the head frozen, each round (paper: 1 to 5)"),
                "final_head_epochs": (10, "FedRep: the last round fits only the head, for max(this, head epochs) epochs; 0: an ordinary last round"),
