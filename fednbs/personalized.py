@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['PARTS', 'PARTIALFED_VARIANTS', 'module_entries', 'part_names', 'KeepLocal', 'FedPer', 'weight_layers', 'LGFedAvg',
            'FineTuneEval', 'PFedAvg', 'FedBABU', 'balanced_softmax_loss', 'label_log_prior', 'FedRoD', 'Ditto',
-           'layer_entries', 'gated_state', 'PartialFed']
+           'layer_entries', 'gated_state', 'PartialFed', 'FedRep']
 
 # %% ../nbs/13_personalized.ipynb #db849719
 import math
@@ -327,3 +327,58 @@ def _partialfed_update(self, state, message, data, rnd):
     return up, metrics
 
 PartialFed.gate_temperature, PartialFed.learn_gates, PartialFed.local_update = _gate_temperature, _learn_gates, _partialfed_update
+
+# %% ../nbs/13_personalized.ipynb #d9e69a7f
+@ALGORITHMS.register("fedrep", "FedRep (Collins et al. 2021): shared body, local head; head epochs (body frozen), then body epochs (head frozen)")
+class FedRep(KeepLocal):
+    "FedAvg on the body; each client keeps its last layer, fitted with the body frozen before the body is fitted with it frozen."
+    supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: checked below)
+    client_state = {"local": "the head $h_k$ (last layer), plus BatchNorm with local_bn=True"}
+    name, keep = "fedrep", ("last",)
+    heldout_models = {}   # each head exists only on its client: nothing to apply to a domain no client trained on
+    hparams = {"head_epochs": (1, "FedRep: epochs fitting the head with the body frozen, each round (paper: 10)"),
+               "body_epochs": (1, "FedRep: epochs fitting the body with the head frozen, each round (paper: 1 to 5)"),
+               "final_head_epochs": (10, "FedRep: the last round fits only the head, for max(this, head epochs) epochs; 0: an ordinary last round"),
+               "local_bn": (False, "FedRep: keep BatchNorm local too (FedRep + FedBN); default shared, as the authors' code")}
+    ignores = {"local_epochs": "FedRep's epochs per round are --head-epochs and --body-epochs"}
+
+    def __init__(self, **hp):
+        super().__init__(**hp)
+        for k in ("head_epochs", "body_epochs", "final_head_epochs"):
+            v = getattr(self, k)
+            check(isinstance(v, int) and not isinstance(v, bool) and v >= 0, f"{k} must be a whole number >= 0 (got {v!r})",
+                  f"pass --{k.replace('_', '-')} 1 or another count")
+        check(self.head_epochs + self.body_epochs > 0, "head_epochs and body_epochs are both 0: FedRep would not train",
+              "pass --head-epochs 1 --body-epochs 1 (or the paper's 10 and 1)")
+
+    def local_names(self) -> set[str]:
+        if "local_names" not in self._work:
+            names = KeepLocal.local_names(self)
+            if self.local_bn: names |= part_names(self.work(), "bn")
+        return self._work["local_names"]
+
+    def phase_epochs(self, rnd: int) -> tuple[int, int]:
+        "`(head epochs, body epochs)` of round `rnd`: the last round fits only the head (unless `final_head_epochs` is 0)."
+        if rnd == self.task.rounds - 1 and self.final_head_epochs: return max(self.final_head_epochs, self.head_epochs), 0
+        return self.head_epochs, self.body_epochs
+
+    def fit_part(self, model: nn.Module, data, rnd: int, names: set[str], epochs: int) -> float:
+        "`epochs` of SGD on the parameters in `names` alone (a fresh optimiser); every other parameter is frozen and untouched."
+        params = [p for n, p in model.named_parameters() if n in names]
+        others = [p for n, p in model.named_parameters() if n not in names]
+        for p in others: p.requires_grad_(False)
+        try: return self.train_local(model, data, rnd, params=params, epochs=epochs)
+        finally:
+            for p in others: p.requires_grad_(True)
+
+    def local_update(self, state, message, data, rnd):
+        model = self.load(state, message)
+        head = part_names(model, "last"); body = {n for n, _ in model.named_parameters()} - head
+        head_epochs, body_epochs = self.phase_epochs(rnd)
+        metrics = {}
+        if head_epochs: metrics["loss_head"] = self.fit_part(model, data, rnd, head, head_epochs)
+        if body_epochs: metrics["loss_body"] = self.fit_part(model, data, rnd, body, body_epochs)
+        metrics["loss"] = metrics.get("loss_body", metrics.get("loss_head"))
+        shared, local = split_state(model.state_dict(), self.local_names())
+        state["local"] = clone_state(local)
+        return self.model_message("model", shared, data), metrics
