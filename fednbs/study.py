@@ -6,7 +6,7 @@
 __all__ = ['STUDY_KEYS', 'SWEEP_KEYS', 'STUDY_EXAMPLE', 'read_study', 'merged_settings', 'parse_run', 'run_state', 'plan_runs',
            'run_study', 'add_study_parser', 'study_command']
 
-# %% ../nbs/47_study.ipynb #655b6780
+# %% ../nbs/47_study.ipynb #c3700c81
 import json, statistics
 from pathlib import Path
 from .core import *
@@ -15,7 +15,7 @@ from .reproduce import command_text
 from .compare import find_runs, summarize_groups, add_baseline, compare_text, write_compare
 from .sweep import SELECT, grid_points, point_label, sweep_commands, sweep_scores, select_point, sweep_figure, run_jobs
 
-# %% ../nbs/47_study.ipynb #d3e2e8e6
+# %% ../nbs/47_study.ipynb #02562fe6
 try: import tomllib                        # Python 3.11 and later
 except ModuleNotFoundError:                # Python 3.10: the same parser as the package tomli
     try: import tomli as tomllib
@@ -81,7 +81,7 @@ def read_study(path: str|Path) -> dict:
     return dict(file=p, out=(p.parent / d.get("out", p.stem)), seeds=seeds, jobs=jobs, report=report, report_window=window,
                 baseline=baseline, settings=settings, datasets=datasets, methods=methods)
 
-# %% ../nbs/47_study.ipynb #1679f840
+# %% ../nbs/47_study.ipynb #c340b098
 def merged_settings(study: dict, dataset: str, method: str) -> dict:
     "The settings of `method`'s runs on `dataset`: the study's, then the dataset's, then the method's (tables merged name by name)."
     out = {}
@@ -140,7 +140,7 @@ def plan_runs(study: dict, winners: dict|None = None) -> list[dict]:
         r["state"] = run_state(r["out"], r["config"])
     return runs
 
-# %% ../nbs/47_study.ipynb #f3da22e2
+# %% ../nbs/47_study.ipynb #e8fe93d9
 def _run_pending(runs: list[dict], jobs: int, total: int, done: int, quiet: bool) -> int:
     "Run the runs of `runs` that are not done (resuming the unfinished), `jobs` at a time; the count of runs done after."
     todo = [r for r in runs if r["state"] != "done"]
@@ -199,7 +199,7 @@ def run_study(path: str|Path, jobs: int|None = None, quiet: bool = False, dry_ru
         print(f"\n{ds}:\n{compare_text(tables[ds])}\nwritten: {out}/compare.md, .csv, .tex, .png")
     return tables
 
-# %% ../nbs/47_study.ipynb #ef3ee834
+# %% ../nbs/47_study.ipynb #ca0b162a
 STUDY_EXAMPLE = '''example study file (study.toml):
   seeds = [0, 1, 2]
   jobs = 2
