@@ -6,8 +6,8 @@
 __all__ = ['STUDY_KEYS', 'SWEEP_KEYS', 'STUDY_EXAMPLE', 'read_study', 'merged_settings', 'parse_run', 'run_state', 'plan_runs',
            'run_study', 'add_study_parser', 'study_command']
 
-# %% ../nbs/47_study.ipynb #c3700c81
-import json, statistics
+# %% ../nbs/47_study.ipynb #7acd9a75
+import json, statistics, textwrap, time
 from pathlib import Path
 from .core import *
 from .experiment import RunConfig, REPORTS, RUN_LOG, resolve, fingerprint, atomic_write
@@ -15,7 +15,7 @@ from .reproduce import command_text
 from .compare import find_runs, summarize_groups, add_baseline, compare_text, write_compare
 from .sweep import SELECT, grid_points, point_label, sweep_commands, sweep_scores, select_point, sweep_figure, run_jobs
 
-# %% ../nbs/47_study.ipynb #02562fe6
+# %% ../nbs/47_study.ipynb #a244230e
 try: import tomllib                        # Python 3.11 and later
 except ModuleNotFoundError:                # Python 3.10: the same parser as the package tomli
     try: import tomli as tomllib
@@ -26,6 +26,7 @@ STUDY_KEYS = {"out": "folder of the runs, relative to the study file (default: t
               "jobs": "runs at once (default: 1; fednbs study --jobs overrides it)",
               "report": "report rule of the tables (default: last)", "report_window": "rounds averaged by report tail_mean (default: 10)",
               "baseline": "the method every other one is compared with, paired by seed (optional)",
+              "columns": "columns of the tables, e.g. [\"mean\", \"pooled\", \"client_std\"] (default: all)",
               "settings": "table: settings of every run (any setting of fednbs run)",
               "datasets": "tables: one per dataset, its settings (data = its name in fednbs list, default: the table's name)",
               "methods": "tables: one per method, its settings (algo, preset, hyper-parameters), label and sweep"}
@@ -78,10 +79,13 @@ def read_study(path: str|Path) -> dict:
     check(baseline is None or baseline in labels or baseline in methods, f"{path}: baseline '{baseline}' is not a method",
           f"name one of: {', '.join(labels)}")
     if baseline in methods: baseline = methods[baseline].get("label", baseline)
+    columns = d.get("columns")
+    check(columns is None or (isinstance(columns, list) and all(isinstance(c, str) for c in columns)), f"{path}: columns must be a list of names",
+          'write e.g. columns = ["mean", "pooled", "client_std"]')
     return dict(file=p, out=(p.parent / d.get("out", p.stem)), seeds=seeds, jobs=jobs, report=report, report_window=window,
-                baseline=baseline, settings=settings, datasets=datasets, methods=methods)
+                baseline=baseline, columns=columns, settings=settings, datasets=datasets, methods=methods)
 
-# %% ../nbs/47_study.ipynb #c340b098
+# %% ../nbs/47_study.ipynb #27022e2d
 def merged_settings(study: dict, dataset: str, method: str) -> dict:
     "The settings of `method`'s runs on `dataset`: the study's, then the dataset's, then the method's (tables merged name by name)."
     out = {}
@@ -140,13 +144,13 @@ def plan_runs(study: dict, winners: dict|None = None) -> list[dict]:
         r["state"] = run_state(r["out"], r["config"])
     return runs
 
-# %% ../nbs/47_study.ipynb #e8fe93d9
-def _run_pending(runs: list[dict], jobs: int, total: int, done: int, quiet: bool) -> int:
+# %% ../nbs/47_study.ipynb #c1fed74b
+def _run_pending(runs: list[dict], jobs: int, total: int, done: int, quiet: bool, since: float, ran: int = 0) -> int:
     "Run the runs of `runs` that are not done (resuming the unfinished), `jobs` at a time; the count of runs done after."
     todo = [r for r in runs if r["state"] != "done"]
     if not todo: return done
     codes = run_jobs([r["argv"] + (["--resume"] if r["state"] == "resume" else []) for r in todo], jobs,
-                     [r["out"] / RUN_LOG for r in todo], total, done, quiet)
+                     [r["out"] / RUN_LOG for r in todo], total, done, quiet, since, ran)
     failed = [r for r, c in zip(todo, codes) if c != 0]
     check(not failed, f"{len(failed)} of the study's runs failed (first: {failed[0]['out'] if failed else ''}; its output is in "
           f"{failed[0]['out'] / RUN_LOG if failed else ''})", "fix the cause and run the same command again: finished runs are kept")
@@ -176,18 +180,21 @@ def run_study(path: str|Path, jobs: int|None = None, quiet: bool = False, dry_ru
     sweeps = [r for r in plan if r["phase"] == "sweep"]
     total = len(sweeps) + len(study["datasets"]) * len(study["methods"]) * len(study["seeds"])
     state = lambda s: sum(r["state"] == s for r in plan)
-    print(f"study {Path(path).name}: {len(study['datasets'])} dataset(s) x {len(study['methods'])} method(s) x {len(study['seeds'])} seed(s)"
-          + (f" + {len(sweeps)} sweep runs" if sweeps else "") + f" = {total} runs; {state('done')} done, {state('resume')} to resume, "
-          f"{state('new')} to start" + (" (then the swept methods' final runs)" if sweeps else "") + f", {jobs} at a time")
+    print(textwrap.fill(f"study {Path(path).name}: {len(study['datasets'])} dataset(s) x {len(study['methods'])} method(s) x "
+          f"{len(study['seeds'])} seed(s)" + (f" + {len(sweeps)} sweep runs" if sweeps else "") + f" = {total} runs; {state('done')} done, "
+          f"{state('resume')} to resume, {state('new')} to start" + (" (then the swept methods' final runs)" if sweeps else "")
+          + f", {jobs} at a time", 110, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
     if dry_run:
-        for r in plan: print(f"  {r['state']:<7}{command_text(r['argv'])}")
+        for r in plan: print(f"  {r['state']:<7}" + command_text(r["argv"], width=100).replace("\n", "\n" + " " * 9))
         return {}
-    done = _run_pending(plan, jobs, total, state("done"), quiet)
+    t0 = time.perf_counter()
+    done = _run_pending(plan, jobs, total, state("done"), quiet, t0)
     if sweeps:
         winners = _select(study, sweeps)
         for (ds, m), flags in winners.items(): print(f"{m} on {ds}: sweep winner {point_label(flags)} (recorded in {study['out'] / ds / m / 'sweep'})")
         finals = [r for r in plan_runs(study, winners) if r["phase"] == "final"]
-        _run_pending(finals, jobs, total, done + sum(r["state"] == "done" for r in finals if r["method"] in {m for _, m in winners}), quiet)
+        _run_pending(finals, jobs, total, done + sum(r["state"] == "done" for r in finals if r["method"] in {m for _, m in winners}), quiet,
+                     t0, done - state("done"))
     else: finals = plan
     tables = {}
     for ds in study["datasets"]:
@@ -195,11 +202,11 @@ def run_study(path: str|Path, jobs: int|None = None, quiet: bool = False, dry_ru
                   for m in study["methods"]}
         agg = summarize_groups(groups, study["report"], study["report_window"])
         tables[ds] = add_baseline(agg, study["baseline"]) if study["baseline"] else agg
-        out = write_compare(tables[ds], study["out"] / ds / "compare")
-        print(f"\n{ds}:\n{compare_text(tables[ds])}\nwritten: {out}/compare.md, .csv, .tex, .png")
+        out = write_compare(tables[ds], study["out"] / ds / "compare", columns=study["columns"])
+        print(f"\n{ds}:\n{compare_text(tables[ds], columns=study['columns'])}\nwritten: {out}/compare.md, .csv, .tex, .png")
     return tables
 
-# %% ../nbs/47_study.ipynb #ca0b162a
+# %% ../nbs/47_study.ipynb #abe67e28
 STUDY_EXAMPLE = '''example study file (study.toml):
   seeds = [0, 1, 2]
   jobs = 2

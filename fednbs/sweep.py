@@ -74,11 +74,13 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
              logs: list|None = None, # one log file per run (its stdout and stderr); None: discarded
              total: int|None = None, # runs in the whole plan (default: these), for the progress line
              done: int = 0, # runs of the plan already finished before these
-             quiet: bool = False) -> list[int]:
+             quiet: bool = False,
+             since: float|None = None, # `time.perf_counter()` the progress counts from (default: now)
+             ran: int = 0) -> list[int]: # runs finished since then, before these (for the ETA)
     "Run `fednbs` once per argument list, `jobs` at a time, printing runs done / total and the ETA as each ends; the exit codes in order."
     from fednbs.reproduce import _LAUNCH, job_env, error_line
     env, total = job_env(min(jobs, max(len(argvs), 1))), total or len(argvs)
-    codes, running, todo, t0 = [None] * len(argvs), {}, list(enumerate(argvs)), time.perf_counter()
+    codes, running, todo, t0 = [None] * len(argvs), {}, list(enumerate(argvs)), since or time.perf_counter()
     try:
         while todo or running:
             while todo and len(running) < jobs:
@@ -94,7 +96,7 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
                 if not quiet:
                     a = argvs[k]; out = a[a.index("--out") + 1] if "--out" in a else command_text(a)
                     why = f": {error_line(logs[k])} (log: {logs[k]})" if p.returncode and logs else ""
-                    print(f"{progress_line(done + finished, total, time.perf_counter() - t0, finished)} "
+                    print(f"{progress_line(done + finished, total, time.perf_counter() - t0, ran + finished)} "
                           f"{'done' if p.returncode == 0 else 'FAILED'} {out}{why}", flush=True)
             time.sleep(0.1)
     finally:
