@@ -160,7 +160,7 @@ def paired_test(a: dict, b: dict) -> dict:
     seeds = sorted(set(a) & set(b)); d = [a[s] - b[s] for s in seeds]; n = len(d)
     out = dict(n=n, seeds=seeds, mean=statistics.fmean(d) if d else None, std=_sd(d) if d else None, t=None, p=None)
     if n < 2: return out
-    if out["std"] == 0: out["p"] = 1.0 if out["mean"] == 0 else 0.0; return out   # every seed moved by the same amount
+    if out["std"] == 0: out["p"] = 1.0 if out["mean"] == 0 else None; return out   # the same change on every seed: t is undefined
     from scipy.stats import t as student_t    # scikit-learn's dependency
     out["t"] = out["mean"] / (out["std"] / math.sqrt(n))
     out["p"] = float(2 * student_t.sf(abs(out["t"]), n - 1))   # two-sided

@@ -218,7 +218,7 @@ STUDY_EXAMPLE = '''example study file (study.toml):
   [methods.FedAvg]
   algo = "fedavg"
   [methods.FedNN]
-  preset = "fednn-digit"        # its paper's settings
+  algo = "fednn"                # its paper's defaults where the study sets none
   [methods.FedProx]
   algo = "fedprox"
   sweep = { mu = [0.001, 0.01, 0.1], select = "val_mean" }'''
