@@ -488,7 +488,7 @@ def format_table(summary: dict) -> str:
     for c in list(summary["per_client"]) + ["mean", "weighted"]:
         vals = [v["per_client"].get(c) if c not in names else v[c] for _, v in cols]
         lines.append(f"{names.get(c, c):<16}" + "".join(f"{x:>10.4f}" if x is not None else f"{'-':>10}" for x in vals))
-    lines.append(f"columns: accuracy at the last evaluation (round {summary['evaluated_round'] + 1})")
+    lines.append(f"columns: accuracy at the last evaluation (round {summary['evaluated_round']}, counted from 0 as in metrics.csv)")
     if summary.get("heldout"):   # domains no client trained on: not in the mean or the pooled accuracy above
         hm = list(dict.fromkeys(m for v in summary["heldout"].values() for m in v))
         lines.append(f"{'held-out domain':<16}" + "".join(f"{m:>10}" for m in hm))
@@ -500,33 +500,39 @@ def format_table(summary: dict) -> str:
 
 # %% ../nbs/40_experiment.ipynb #4a8734f7
 def convergence_figure(rows: list[dict], title: str = "", split: str = "test", headline: str|None = None):
-    "A `matplotlib.figure.Figure` of accuracy per round: every model's mean over clients and each client's `headline` model."
+    "A `matplotlib.figure.Figure` against rounds counted from 0 (as in metrics.csv): accuracy on `split` and validation, and the clients' training loss."
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
-    series = accuracy_series(rows, split)
-    fig = Figure(figsize=(6.4, 4)); ax = fig.add_subplot()
+    series, val = accuracy_series(rows, split), (accuracy_series(rows, "val") if split != "val" else {})
+    loss = {}
+    for r in rows:
+        if r["split"] == "train" and r["metric"].startswith("loss"): loss.setdefault(r["metric"], {}).setdefault(r["round"], []).append(r["value"])
+    fig = Figure(figsize=(8, 6 if loss else 4))   # accuracy above, the training loss below on the same rounds
+    ax, lx = fig.subplots(2, 1, sharex=True, gridspec_kw=dict(height_ratios=(2, 1))) if loss else (fig.add_subplot(), None)
     headline = headline if headline in series else next(iter(series), None)
-    for model, per in series.items():
-        xs = sorted(per.get("mean", {}))
-        ax.plot([r + 1 for r in xs], [per["mean"][r] for r in xs], lw=2.2, label=f"{model}: mean over clients")
+    def draw(pts, **kw): xs = sorted(pts); ax.plot(xs, [pts[r] for r in xs], **kw)
+    for model, per in series.items(): draw(per.get("mean", {}), lw=2.2, label=f"{model}: mean over clients")
+    for model, per in val.items(): draw(per.get("mean", {}), lw=1.4, ls="-.", label=f"{model}: mean over clients, validation")
     for client, pts in (series.get(headline) or {}).items():
-        if client in ("mean", "weighted"): continue
-        xs = sorted(pts)
-        ax.plot([r + 1 for r in xs], [pts[r] for r in xs], lw=0.9, alpha=0.7, ls="--", label=f"{headline}: {client}")
+        if client not in ("mean", "weighted"): draw(pts, lw=0.9, alpha=0.7, ls="--", label=f"{headline}: {client}")
     for model, per in accuracy_series(rows, split, heldout=True).items():   # domains no client trained on
-        for dom, pts in per.items():
-            xs = sorted(pts)
-            ax.plot([r + 1 for r in xs], [pts[r] for r in xs], lw=1.6, ls=":", label=f"{model}: {dom}")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("round"); ax.set_ylabel(f"{split} accuracy"); ax.set_title(title); ax.grid(alpha=0.3)
-    if series: ax.legend(fontsize=7, loc="lower right")
+        for dom, pts in per.items(): draw(pts, lw=1.6, ls=":", label=f"{model}: {dom}")
+    for a in (ax, lx):
+        if a is None: continue
+        a.xaxis.set_major_locator(MaxNLocator(integer=True)); a.grid(alpha=0.3)
+    (lx or ax).set_xlabel("round (from 0, as in metrics.csv)")
+    ax.set_ylabel(f"{split} accuracy" + (" (validation dash-dotted)" if val else "")); ax.set_title(title)
+    for name, per in loss.items():
+        xs = sorted(per); lx.plot(xs, [sum(per[r]) / len(per[r]) for r in xs], lw=2, color="k")
+        lx.set_ylabel(f"training {name}\n(mean over clients)")
+    if series: ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the axes, over no curve
     fig.tight_layout()
     return fig
 
 def plot_convergence(rows: list[dict], path: Path, title: str = "", split: str = "test", headline: str|None = None):
     "Write `convergence_figure` to the PNG file `path` (atomically)."
     fig = convergence_figure(rows, title, split, headline)
-    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110))
+    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
 
 # %% ../nbs/40_experiment.ipynb #c0972489
 BATCHED_ON_CPU = ("--engine batched is slower than the sequential engine on a CPU (0.52-0.92x its speed, measured: the kernels "
