@@ -36,7 +36,7 @@ PLUGIN_FAILURES: dict[str, str] = {}  # plugins that could not be loaded (a run'
 _log = logging.getLogger("fednbs")
 
 def load_plugins(plugins: list[str] = (), # more plugins: .py files, module names or `module:function` (see `load_plugin`)
-                 strict: bool = True): # False: a plugin that fails is warned about and kept in `PLUGIN_FAILURES`, not raised
+                 strict: bool = True): # False: a plugin that fails is kept in `PLUGIN_FAILURES` (named where a name is unknown), not raised
     "Import every fednbs module (but the command line, old names and optional ones), the plugins of installed packages, and `plugins`."
     import fednbs
     for mod in pkgutil.iter_modules(fednbs.__path__):
@@ -174,7 +174,7 @@ def _registries() -> dict[str, dict]:
 
 def load_plugin(spec: str, # a .py file, an importable module, or `module:function`
                 origin: str = "--plugin", # how it came: --plugin, a config file, an entry point
-                strict: bool = True): # False: a failure is warned about and kept in `PLUGIN_FAILURES`, not raised
+                strict: bool = True): # False: a failure is kept in `PLUGIN_FAILURES` (named where a name is unknown), not raised
     "Import the plugin `spec` once and record what it registered; its recorded form (`plugin_spec`), or None when it failed."
     key = plugin_spec(spec)
     if key in PLUGINS: return key
@@ -183,7 +183,7 @@ def load_plugin(spec: str, # a .py file, an importable module, or `module:functi
     except FednbsError as e:
         if strict: raise
         PLUGIN_FAILURES[key] = str(e).split("; ")[0]
-        _log.warning(f"{e} ({origin})"); return None
+        return None
     name, provides, replaced = module.__name__, {}, []
     same = next((k for k, p in PLUGINS.items() if p["module"] == name), None)
     if same is not None: return same   # the same module by another spelling (a file and its module name)
@@ -220,7 +220,9 @@ def load_entry_points():
     if tuple(sys.path) in _SCANNED: return
     _SCANNED.add(tuple(sys.path))
     for ep in entry_point_plugins():
-        load_plugin(ep.value, f"entry point {ep.name} of {getattr(ep.dist, 'name', None) or 'a package'}", strict=False)
+        dist = getattr(ep.dist, "name", None) or "its package"
+        if load_plugin(ep.value, f"entry point {ep.name} of {dist}", strict=False) is None:
+            _log.warning(f"{PLUGIN_FAILURES[plugin_spec(ep.value)]} (entry point {ep.name} of {dist}); fix or uninstall {dist}")
 
 # %% ../nbs/00_core.ipynb #ca4a203a
 def unload_plugin(spec: str):
