@@ -33,6 +33,7 @@ def find_runs(paths: list, # run folders, or folders holding run folders at any 
             if f.resolve() in seen: continue
             seen.add(f.resolve())
             cfg, rows = json.loads((f / "config.json").read_text()), read_metrics(f / "metrics.csv")
+            load_plugins(cfg.get("plugins") or [], strict=False)   # the plugins the run was made with (one that is gone: named if its algorithm is asked for)
             done = max((r["round"] for r in rows), default=-1) + 1
             if done < cfg["rounds"]:
                 if verbose: print(f"left out {f}: unfinished ({done} of {cfg['rounds']} rounds; fednbs run --out {f} --resume finishes it)")
@@ -95,7 +96,7 @@ def label_groups(groups: dict, labels: list[str]|dict) -> dict:
 # %% ../nbs/44_compare.ipynb #430ad093
 def _headline(algo: str) -> str:
     load_plugins()
-    return ALGORITHMS[algo].headline if algo in ALGORITHMS else "global"
+    return ALGORITHMS[algo].headline   # an unknown algorithm names the plugins loaded
 
 def _sd(v: list) -> float: return statistics.stdev(v) if len(v) > 1 else 0.0
 

@@ -5,12 +5,12 @@
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RESUME_FREE', 'METRIC_FIELDS', 'REPORTS',
            'AVERAGES', 'BATCHED_ON_CPU', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset', 'check_device',
-           'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'resolve',
-           'check_heldout', 'atomic_write', 'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint',
-           'check_same_settings', 'save_checkpoint', 'load_checkpoint', 'read_metrics', 'write_metrics',
-           'check_report_data', 'accuracy_series', 'select_report', 'report_text', 'summarize', 'format_table',
-           'convergence_figure', 'plot_convergence', 'choose_engine', 'make_engine', 'check_data_options', 'load_data',
-           'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment']
+           'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'plugins_of_run',
+           'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write', 'is_run_dir', 'lock_run_dir',
+           'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint', 'load_checkpoint',
+           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report', 'report_text',
+           'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'choose_engine', 'make_engine',
+           'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref
@@ -73,6 +73,7 @@ class RunConfig:
     data_options: dict = field(default_factory=dict)
     preset: str|None = None
     log: str|None = None           # none, or tensorboard (scalars per round in the run folder's tensorboard/)
+    plugins: list = field(default_factory=list)  # .py files or modules to load first (fednbs.core.load_plugin); a run records those it used
 
 # %% ../nbs/40_experiment.ipynb #5834c96e
 for _name, _doc, _settings in [
@@ -122,10 +123,11 @@ def _short(v, n: int = 60) -> str:
     r = repr(v); return r if len(r) <= n else r[:n - 3] + "..."
 
 _EXAMPLES = {"data_dir": "data", "out": "runs/my-run", "pretrained": "torchvision", "preset": "fedbn-digits",
-             "algo_params": {"mu": 0.01}, "data_options": {"font_images": 100}}
+             "algo_params": {"mu": 0.01}, "data_options": {"font_images": 100},
+             "plugins": ["my_method.py"]}
 
 def check_types(cfg: RunConfig):
-    "Refuse a `RunConfig` field of the wrong type (text where a number goes, `'no'` for a switch, a string for a dict)."
+    "Refuse a `RunConfig` field of the wrong type (text where a number goes, `'no'` for a switch, a string for a dict or a list)."
     check(isinstance(cfg, RunConfig), f"the configuration is a {type(cfg).__name__}, not a RunConfig", "pass fednbs.experiment.RunConfig(...)")
     for f in fields(RunConfig):
         v, flag = getattr(cfg, f.name), "--" + f.name.replace("_", "-")
@@ -134,6 +136,9 @@ def check_types(cfg: RunConfig):
         eg = _EXAMPLES.get(f.name, DEFAULTS.get(f.name))
         if kind is bool:
             check(isinstance(v, bool), f"{flag} must be True or False (got {_short(v)})", f"pass {f.name}=True or {f.name}=False ({flag} or nothing on the command line)")
+        elif kind is list:
+            check(isinstance(v, list) and all(isinstance(x, str) for x in v), f"{f.name} must be a list of .py files or module names (got {_short(v)})",
+                  f"pass e.g. {f.name}={eg!r}")
         elif kind is dict:
             check(isinstance(v, dict) and all(isinstance(k, str) for k in v), f"{f.name} must be a dict of name -> value (got {_short(v)})",
                   f"pass e.g. {f.name}={eg!r}")
@@ -199,10 +204,22 @@ def unused_flags(cfg: RunConfig) -> list[str]:
         if getattr(cfg, k, None) is not None: out.append(f"--{k.replace('_', '-')} does not apply to --algo {algo_cls.name}: {why}")
     return [f"warning: {w}" for w in out]
 
+def plugins_of_run(out) -> list[str]:
+    "The plugins recorded in the config.json of the run in folder `out` (none when no run is there)."
+    path = Path(out or "") / "config.json"
+    try: return list(json.loads(path.read_text()).get("plugins") or []) if out and path.is_file() else []
+    except (OSError, ValueError, AttributeError): return []
+
+def load_run_plugins(cfg: RunConfig) -> list[str]:
+    "Load `cfg.plugins` (a failure is an error) and, on resume, those its run folder recorded (a failure is named where a name is unknown)."
+    recorded = plugins_of_run(cfg.out) if cfg.resume else []
+    return load_plugins([p for p in cfg.plugins if plugin_spec(p) not in recorded]) + load_plugins(recorded, strict=False)
+
 def resolve(cfg: RunConfig) -> RunConfig:
-    "A copy of `cfg` with every `None` setting filled in and every setting checked."
+    "A copy of `cfg` with every `None` setting filled in and every setting checked; `plugins` lists those that provide its parts."
     load_plugins()
     check_types(cfg)
+    loaded = load_run_plugins(cfg)
     cfg = apply_preset(epochs_over_iterations(RunConfig(**{**asdict(cfg)})))
     algo_cls = ALGORITHMS[cfg.algo or DEFAULTS["algo"]]
     norm_defaults = getattr(NORMS[cfg.norm or algo_cls.defaults.get("norm", DEFAULTS["norm"])], "defaults", {})  # e.g. FedNN's SGD settings
@@ -255,6 +272,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
     check_hparams(algo_cls, cfg.algo_params)
     algo_cls(**cfg.algo_params)  # unknown or malformed hyper-parameters fail here
     if cfg.data_options.get("holdout") is not None: check_heldout(cfg, algo_cls)
+    used = plugins_for(algorithm=cfg.algo, dataset=cfg.data, model=cfg.model, norm=cfg.norm, engine=cfg.engine, preset=cfg.preset)
+    cfg.plugins = list(dict.fromkeys(loaded + used))   # recorded in config.json: a resume, compare or sweep loads them again
     return cfg
 
 def check_heldout(cfg: RunConfig, algo_cls):
@@ -331,7 +350,8 @@ def prepare_out_dir(cfg: RunConfig):
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
-               "engine_ran", "log", "workers", "threads")  # workers and threads change the speed, not the numbers
+               "engine_ran", "log", "workers", "threads", "plugins")  # workers and threads change the speed, not the numbers;
+                                                                                 # plugins where the code comes from, not what it computes
 
 def fingerprint(cfg: "RunConfig|dict") -> dict:
     "The settings a checkpoint must agree with to be resumed."
@@ -713,6 +733,7 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
         return {"stopped_at_round": engine.round, "out": str(out)}
     summary = summarize(rows, cfg, algo_cls, data.client_names, sizes={c.name: len(c.y_test) for c in data.clients})
     summary["engine_ran"] = engine_ran(cfg, engine)
+    summary["plugins"] = cfg.plugins
     summary["seconds_per_round_this_session"] = (time.perf_counter() - t0) / max(done, 1)
     summary["wire_bytes_last_round"] = getattr(engine, "wire", {})
     summary["out"] = str(out)

@@ -431,10 +431,12 @@ class SimulatedNodes:
     token: str
     path: str|None = None
     num_threads: int = 0
+    plugins: tuple = ()   # the plugins the engine's process loaded: a Ray worker loads them before it reads the bundle
     def __call__(self, ctx: Context) -> ClientSide:
         if self.token not in _SIDES:
             if self.token in _BUNDLES: algo_cls, hp, task, clients = _BUNDLES[self.token]
             else:  # a Ray worker: read the bundle the engine wrote
+                load_plugins(self.plugins)   # a plugin's classes are pickled by module name, like fednbs's own
                 from ray import cloudpickle
                 with open(self.path, "rb") as f: algo_cls, hp, task, clients = cloudpickle.load(f)
                 clients = [c.to(task.device) for c in clients]
@@ -571,7 +573,7 @@ def _client_app(self, backend: str) -> ClientApp:
         algo_cls, hp, task, clients = _BUNDLES[self._token]
         with open(Path(self._dir.name) / "bundle.pkl", "wb") as f:
             cloudpickle.dump((algo_cls, hp, task, [c.to("cpu") for c in clients]), f)
-    return make_client_app(SimulatedNodes(self._token, str(Path(self._dir.name) / "bundle.pkl"), self.num_threads))
+    return make_client_app(SimulatedNodes(self._token, str(Path(self._dir.name) / "bundle.pkl"), self.num_threads, tuple(PLUGINS)))
 
 def _ray_config(self) -> dict:
     gpu = str(self.task.device).startswith("cuda")
