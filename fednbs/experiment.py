@@ -8,12 +8,13 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
            'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'plugins_of_run',
            'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write', 'is_run_dir', 'lock_run_dir',
            'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint', 'load_checkpoint',
-           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report', 'report_text',
-           'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'choose_engine', 'make_engine',
-           'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment']
+           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report', 'client_std',
+           'report_text', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'choose_engine',
+           'make_engine', 'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran',
+           'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
-import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref
+import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, statistics, typing, weakref
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 import torch
@@ -465,6 +466,11 @@ def select_report(rows: list[dict], rule: str, clients: list[str], headline: str
     return out
 
 # %% ../nbs/40_experiment.ipynb #4706909a
+def client_std(per_client: dict) -> float|None:
+    "Standard deviation (ddof 1) of the per-client accuracies, the fairness figure FedHEAL reports; None for one client."
+    vals = [v for v in per_client.values() if v is not None]
+    return statistics.stdev(vals) if len(vals) > 1 else None
+
 def report_text(rule: str, window: int, rounds_run: int) -> str:
     "What report `rule` selects, in words; a `tail_mean` window longer than the run says that it averaged the whole run."
     if rule == "tail_mean" and window > rounds_run:
@@ -488,6 +494,7 @@ def summarize(rows: list[dict], cfg: RunConfig, algo_cls, client_names: list[str
     return {"algo": cfg.algo, "data": cfg.data, "model": cfg.model, "norm": cfg.norm, "rounds": cfg.rounds, "seed": cfg.seed,
             "engine": cfg.engine, "headline_model": head_name, "evaluated_round": last,
             "mean_accuracy": head["mean"], "weighted_accuracy": head["weighted"], "per_client": head["per_client"],
+            "client_std": client_std(head["per_client"]),   # fairness: FedHEAL's spread over clients (domains)
             "models": models,
             "reported": {"rule": rule, "text": text(rule), "model": head_name, **rep},
             "selections": {r: {"text": text(r), "models": v} for r, v in sels.items()},
