@@ -94,7 +94,8 @@ class FedProx(FedAvg):
     "FedAvg with a proximal term toward the round-start global model."
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedprox"
-    hparams = {"mu": (0.01, "proximal weight μ"), "prox_norm": ("squared", "squared (paper) or l2 (FedBN/Fed-CO code)")}
+    mu: float = 0.01  # proximal weight μ
+    prox_norm: str = "squared"  # squared (paper) or l2 (FedBN/Fed-CO code)
     hparam_choices = {"prox_norm": ("squared", "l2")}   # checked when the run is set up, not in the first round
 
     def loss_fn(self, message):
@@ -111,6 +112,7 @@ class Local(Algorithm):
     "Every client trains its own model for the same number of rounds and epochs; no communication."
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"model": "the whole model (nothing is shared)"}
+    uploads = {}   # nothing leaves the client
     name = "local"
     eval_models, headline, has_global_model = ("personal",), "personal", False
 

@@ -129,6 +129,7 @@ class Scaffold(DriftCorrected):
     "SCAFFOLD: local steps corrected by $c - c_k$; option-II control-variate update."
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "c": "the client control variate $c_k$"}
+    uploads = {**FedAvg.uploads, "dc": "the change $\\Delta c_k$ of the client control variate"}
     name, control = "scaffold", "c"
 
 @ALGORITHMS.register("feddyn", "FedDyn (Acar et al. 2021): dynamic regulariser with per-client drift h_k, server model + mean h")
@@ -137,12 +138,13 @@ class FedDyn(DriftCorrected):
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "h": "the client's linear correction term (the running sum of its gradients)"}
     name, drift = "feddyn", "dyn"
-    hparams = {"alpha": (0.01, "α: drift-regulariser weight (feddyn, feddc), weight-perturbation radius (harmofl)")}
+    alpha: float = 0.01  # α: drift-regulariser weight (feddyn, feddc), weight-perturbation radius (harmofl)
 
 @ALGORITHMS.register("feddc", "FedDC (Gao et al. 2022): local drift variables h_k bridging local and global models + gradient correction G")
 class FedDC(DriftCorrected):
     "FedDC: FedDyn's drift penalty plus SCAFFOLD-style gradient correction $G - G_k$."
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "G": "the correction of the last local update", "h": "the local drift variable $h_k$"}
+    uploads = {**FedAvg.uploads, "dG": "the change $\\Delta G_k$ of the gradient correction"}
     name, control, drift = "feddc", "G", "dc"
-    hparams = {"alpha": (0.01, "α: drift-regulariser weight (feddyn, feddc), weight-perturbation radius (harmofl)")}
+    alpha: float = 0.01  # α: drift-regulariser weight (feddyn, feddc), weight-perturbation radius (harmofl)

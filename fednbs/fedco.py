@@ -31,11 +31,16 @@ INTER = ("none", "online", "offline", "both")
 class FedCO(Algorithm):
     "Fed-CO: a FedBN-style online model and a local offline model per client that teach each other and learn from the other clients' offline heads."
     client_state = {"local": "the online model's BatchNorm entries", "offline": "the whole offline model (only its head is uploaded)"}
+    @property
+    def uploads(self) -> dict:
+        "Prefix of each upload key -> what it carries (the offline head only when some model learns from it)."
+        return {"online": "the online model's entries except BatchNorm", "num_samples": "the client's training-set size (its aggregation weight)",
+                **({"head": "the offline model's head, for the other clients' transfer"} if self.inter != "none" else {})}
     name = "fedco"
-    hparams = {"intra": ("both", "intra-client mutual learning: none, to_online, to_offline or both"),
-               "inter": ("both", "inter-client transfer through the other clients' offline heads: none, online, offline or both"),
-               "lam": (1.0, "weight λ of the summed foreign-head cross-entropies"),
-               "kd_temperature": (1.0, "temperature of the mutual-learning KL divergence")}
+    intra: str = "both"  # intra-client mutual learning: none, to_online, to_offline or both
+    inter: str = "both"  # inter-client transfer through the other clients' offline heads: none, online, offline or both
+    lam: float = 1.0  # weight λ of the summed foreign-head cross-entropies
+    kd_temperature: float = 1.0  # temperature of the mutual-learning KL divergence
     defaults = {"weighting": "uniform"}
     eval_models, headline, has_global_model = ("online", "offline", "fused"), "fused", False
     bn_mode = "bn_all"              # online entries kept on the client (FedBN)
@@ -214,7 +219,7 @@ FedCO.aggregate, FedCO.evaluate = _aggregate, _evaluate
 class FedCOLabelSkew(FedCO):
     "Fed-CO as in its label-skew experiments: online + offline models on plain CE, logit-sum fusion."
     name = "fedco_labelskew"
-    hparams = {"intra": ("none", FedCO.hparams["intra"][1]), "inter": ("none", FedCO.hparams["inter"][1])}
+    intra = inter = "none"   # new defaults of two of FedCO's hyper-parameters (their type and help stay)
     defaults = {"weighting": "samples", "momentum": 0.9, "weight_decay": 1e-5, "batch_size": 64, "local_epochs": 5}
     bn_mode, independent_offline, drop_last = "bn_affine_only", True, True
 

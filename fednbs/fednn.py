@@ -17,9 +17,9 @@ from .classic import FedAvg
 class FedNN(FedAvg):
     "FedAvg on the FedNN form of the model (WS convs + AGN), with FedNN's SGD settings as defaults."
     name = "fednn"
-    hparams = {"tau0": (5.0, "FedNN: initial AGN Gumbel-softmax temperature (linear decay to ~0 over the rounds)"),
-               "agn_eval": ("sample", "FedNN: AGN at evaluation: sample (Gumbel noise, the authors' code) or deterministic"),
-               "agn_merge": ("majority", "FedNN: fixed AGN layers that disagree: majority (one-hot vote) or soft (the authors' weighted mean)")}
+    tau0: float = 5.0  # FedNN: initial AGN Gumbel-softmax temperature (linear decay to ~0 over the rounds)
+    agn_eval: str = "sample"  # FedNN: AGN at evaluation: sample (Gumbel noise, the authors' code) or deterministic
+    agn_merge: str = "majority"  # FedNN: fixed AGN layers that disagree: majority (one-hot vote) or soft (the authors' weighted mean)
     defaults = {"norm": "fednn", **FEDNN_OPTIM}
 
     def new_model(self, tag: str = "init") -> nn.Module:

@@ -131,29 +131,32 @@ class FRAug(Algorithm):
     "FRAug: classifier and generator averaged; RTNet, prototypes, local BN and optimiser states stay on the client."
     client_state = {"local": "the model entries that never leave the client", "proto": "class prototypes of the client's embeddings", "cursor": "where the client is in its shuffled batches (iterations continue across rounds)",
                     "opt": "the local optimisers' states", "rtnet": "the RTNet (never leaves the client)", "gen_local": "generator entries kept on the client"}
+    @property
+    def uploads(self) -> dict:
+        "Prefix of each upload key -> what it carries (the generator only when there is one)."
+        return {"model": "the classifier's entries except its local BatchNorm", "num_samples": "the client's training-set size (its aggregation weight)",
+                **({"gen": "the generator's shared entries"} if self.use_generator else {})}
     name = "fraug"
-    hparams = {
-        "local_iters": (20, "local iterations T per round; the data iterator persists across rounds (0 = local_epochs passes)"),
-        "gen_lr": (0.05, "generator SGD learning rate"),
-        "rt_lr": (0.05, "RTNet SGD learning rate"),
-        "alpha": (1.0, "FRAug: weight of the generator's distance to real embeddings (maximised)"),
-        "beta": (1.0, "FRAug: weight of the RTNet's distance to its anchors (minimised)"),
-        "latent_dim": (0, "noise size and RTNet hidden size d_z (0 = half the embedding size)"),
-        "gamma": (0.002, "rate γ of the λ_syn schedule (Digits 0.002, PACS/OfficeHome 0.01)"),
-        "lambda_form": ("exp", "λ_syn schedule: exp (e^{γ(r−R)}), avg (0.5) or 1overx (1 − 1/(γr+1))"),
-        "feature_interp": (False, "scale residuals by λ_syn (code on PACS/OfficeHome, off on Digits)"),
-        "gen_distance": ("l2", "generator distance: l2/l1 to class prototypes (Digits code) or mmd/mmd_cov to real embeddings"),
-        "rt_distance": ("mmd", "RTNet distance to its anchors: mmd, mmd_cov, l2 or l1"),
-        "noise": ("uniform", "latent noise: uniform U[0,1) (code) or gaussian N(0,I) (paper)"),
-        "loss_form": ("code", "classifier loss: code ((1−ρ)L_real + ρ·mean synthetic) or paper (L_real + synthetic terms)"),
-        "ema": (0.3, "prototype EMA rate λ_c"),
-        "ema_rampup": (False, "ramp λ_c up as ema·exp(−5(1−r/R)²) (paper) instead of constant (code)"),
-        "bn_mode": ("bn_all", "classifier BN entries kept local: bn_all (paper and authors' code: every BN entry), bn_stats_only, bn_affine_only, none"),
-        "gen_bn_local": (False, "keep the generator's BN layers local (OfficeHome code)"),
-        "use_generator": (True, "ablation: shared generator (off: the RTNet transforms noise)"),
-        "use_rtnet": (True, "ablation: local RTNet (off: the generator output goes to the head directly, as the authors' use_FTNet=False)"),
-        "use_proto": (True, "ablation: prototype-anchored synthetic embeddings"),
-    }
+    local_iters: int = 20  # local iterations T per round; the data iterator persists across rounds (0 = local_epochs passes)
+    gen_lr: float = 0.05  # generator SGD learning rate
+    rt_lr: float = 0.05  # RTNet SGD learning rate
+    alpha: float = 1.0  # FRAug: weight of the generator's distance to real embeddings (maximised)
+    beta: float = 1.0  # FRAug: weight of the RTNet's distance to its anchors (minimised)
+    latent_dim: int = 0  # noise size and RTNet hidden size d_z (0 = half the embedding size)
+    gamma: float = 0.002  # rate γ of the λ_syn schedule (Digits 0.002, PACS/OfficeHome 0.01)
+    lambda_form: str = "exp"  # λ_syn schedule: exp (e^{γ(r−R)}), avg (0.5) or 1overx (1 − 1/(γr+1))
+    feature_interp: bool = False  # scale residuals by λ_syn (code on PACS/OfficeHome, off on Digits)
+    gen_distance: str = "l2"  # generator distance: l2/l1 to class prototypes (Digits code) or mmd/mmd_cov to real embeddings
+    rt_distance: str = "mmd"  # RTNet distance to its anchors: mmd, mmd_cov, l2 or l1
+    noise: str = "uniform"  # latent noise: uniform U[0,1) (code) or gaussian N(0,I) (paper)
+    loss_form: str = "code"  # classifier loss: code ((1−ρ)L_real + ρ·mean synthetic) or paper (L_real + synthetic terms)
+    ema: float = 0.3  # prototype EMA rate λ_c
+    ema_rampup: bool = False  # ramp λ_c up as ema·exp(−5(1−r/R)²) (paper) instead of constant (code)
+    bn_mode: str = "bn_all"  # classifier BN entries kept local: bn_all (paper and authors' code: every BN entry), bn_stats_only, bn_affine_only, none
+    gen_bn_local: bool = False  # keep the generator's BN layers local (OfficeHome code)
+    use_generator: bool = True  # ablation: shared generator (off: the RTNet transforms noise)
+    use_rtnet: bool = True  # ablation: local RTNet (off: the generator output goes to the head directly, as the authors' use_FTNet=False)
+    use_proto: bool = True  # ablation: prototype-anchored synthetic embeddings
     defaults = {"momentum": 0.5}
     eval_models, headline, has_global_model = ("personal",), "personal", False
 

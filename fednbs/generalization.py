@@ -226,7 +226,7 @@ class FedDGGA(FedAvg):
         server["model"].update(average_model_states(self.work(), [unpack(u, "model") for u in uploads.values()], w))
         return server
 
-# %% ../nbs/16_generalization.ipynb #f80dee9e
+# %% ../nbs/16_generalization.ipynb #20aa328b
 _FEDDG_GA_PACS = dict(algo="feddg_ga", data="pacs", model="resnet18", pretrained="torchvision", rounds=40,
                       local_epochs=5, batch_size=16, lr=0.001, momentum=0.9, weight_decay=5e-4, weighting="samples",
                       report="last", algo_params=dict(ga_step=0.2, ga_metric="acc", ga_divisor=3, keep_momentum=True))

@@ -86,7 +86,7 @@ class LGFedAvg(KeepLocal):
     "FedAvg on the top `global_layers` weight layers; each client keeps everything below them (and every BatchNorm)."
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "lgfedavg"
-    hparams = {"global_layers": (2, "LG-FedAvg: number of top linear/conv layers that are shared; the layers below stay local")}
+    global_layers: int = 2  # LG-FedAvg: number of top linear/conv layers that are shared; the layers below stay local
 
     def __init__(self, **hp):
         super().__init__(**hp)
@@ -132,14 +132,14 @@ class FineTuneEval:
 class PFedAvg(FineTuneEval, FedAvg):
     "FedAvg; evaluation also reports the global model fine-tuned for `finetune_epochs` on each client."
     name = "pfedavg"
-    hparams = {"finetune_epochs": (1, "local fine-tuning epochs before evaluation (pfedavg, fedbabu)")}
+    finetune_epochs: int = 1  # local fine-tuning epochs before evaluation (pfedavg, fedbabu)
 
 # %% ../nbs/13_personalized.ipynb #82989f09
 @ALGORITHMS.register("fedbabu", "FedBABU (Oh et al. 2022): body shared, head frozen at its random init; fine-tune before evaluation")
 class FedBABU(FineTuneEval, KeepLocal):
     "Share and train the body only; the last layer is frozen at its shared initialisation."
     name, keep, frozen = "fedbabu", ("last",), ("last",)
-    hparams = {"finetune_epochs": (5, "local fine-tuning epochs before evaluation (pfedavg, fedbabu)")}
+    finetune_epochs: int = 5  # local fine-tuning epochs before evaluation (pfedavg, fedbabu)
 
 # %% ../nbs/13_personalized.ipynb #7a5d10d1
 def balanced_softmax_loss(logits: Tensor, y: Tensor, log_prior: Tensor) -> Tensor:
@@ -171,7 +171,7 @@ class FedRoD(FedAvg):
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "phead": "the personal head"}
     name = "fedrod"
-    hparams = {"rod_loss": ("bsm", "loss of FedRoD's generic head: bsm (balanced softmax, paper) or ce (Fed-CO code)")}
+    rod_loss: str = "bsm"  # loss of FedRoD's generic head: bsm (balanced softmax, paper) or ce (Fed-CO code)
     eval_models, headline = ("personal", "global"), "personal"
     heldout_models = {}   # not yet: its global model is a body and generic head pair that the held-out evaluation does not build
 
@@ -216,7 +216,7 @@ class Ditto(FedAvg):
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "personal": "the personalised model $v_k$"}
     name = "ditto"
-    hparams = {"lam": (0.1, "λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)")}
+    lam: float = 0.1  # λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)
     eval_models, headline = ("personal", "global"), "personal"
     heldout_models = {"global": "the global model $w$, as the server holds it"}
 
@@ -268,8 +268,8 @@ class PartialFed(KeepLocal):
     "Partial initialisation: each client loads some layers from the global model and keeps the others."
     client_state = {"local": "the model entries that never leave the client", "own": "the client's own copy of every layer (adaptive)", "gates": "the per-layer gate logits (adaptive)"}
     name = "partialfed"
-    hparams = {"variant": ("fix", "PartialFed rule: fix (keep BN and head local) or adaptive (learned per-layer gates)"),
-               "gate_lr": (0.5, "step size of PartialFed-Adaptive's gate logits per round")}
+    variant: str = "fix"  # PartialFed rule: fix (keep BN and head local) or adaptive (learned per-layer gates)
+    gate_lr: float = 0.5  # step size of PartialFed-Adaptive's gate logits per round
 
     def __init__(self, **hp):
         super().__init__(**hp)

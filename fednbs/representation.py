@@ -33,8 +33,8 @@ class MOON(FedAvg):
     "FedAvg with MOON's model-contrastive term on the penultimate embedding."
     client_state = {"local": "the model entries that never leave the client", "prev": "the client's model of its previous round (the negative view)"}
     name = "moon"
-    hparams = {"mu": (1.0, "μ: weight of the extra local term: proximal (fedprox), contrastive (moon)"),
-               "tau": (0.5, "temperature τ of MOON's contrastive loss")}
+    mu: float = 1.0  # μ: weight of the extra local term: proximal (fedprox), contrastive (moon)
+    tau: float = 0.5  # temperature τ of MOON's contrastive loss
 
     def __init__(self, **hp):
         super().__init__(**hp)
@@ -80,8 +80,9 @@ def aggregate_prototypes(means: list[Tensor], counts: list[Tensor]) -> tuple[Ten
 class FedProto(Algorithm):
     "Local models regularised toward count-weighted global class prototypes; no weights are shared."
     client_state = {"model": "the whole model (only class prototypes are shared)"}
+    uploads = {"proto": "the class prototypes of the client's embeddings and their counts"}
     name = "fedproto"
-    hparams = {"lam": (1.0, "λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)")}
+    lam: float = 1.0  # λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)
     eval_models, headline, has_global_model = ("personal", "prototype"), "personal", False
 
     def __init__(self, **hp):
@@ -138,7 +139,8 @@ class _HeadMean(nn.Module):
 class COPA(KeepLocal):
     "Shared feature extractor; local head trained with the other clients' frozen heads; prediction by all heads."
     name, keep = "copa", ("last",)
-    hparams = {"lam": (1.0, "λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)")}
+    uploads = {**KeepLocal.uploads, "head": "the client's own head, for the other clients' banks"}
+    lam: float = 1.0  # λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)
     eval_models, headline = ("personal", "own_head"), "personal"
 
     def __init__(self, **hp):
@@ -241,8 +243,9 @@ class HarmoFL(FedAvg):
     "FedAvg with amplitude-normalised inputs and weight-perturbed local steps."
     name = "harmofl"
     heldout_models = {}   # not yet: its inputs pass through the clients' amplitude normalisation, which a held-out domain lacks
-    hparams = {"alpha": (0.05, "α: drift-regulariser weight (feddyn, feddc), weight-perturbation radius (harmofl)"),
-               "amp_window": (0.0, "half-width of HarmoFL's replaced low-frequency window, as a fraction of the image side (0: mean intensity only)")}
+    uploads = {**FedAvg.uploads, "amp": "the client's mean amplitude spectrum (first round only)"}
+    alpha: float = 0.05  # α: drift-regulariser weight (feddyn, feddc), weight-perturbation radius (harmofl)
+    amp_window: float = 0.0  # half-width of HarmoFL's replaced low-frequency window, as a fraction of the image side (0: mean intensity only)
 
     def __init__(self, **hp):
         super().__init__(**hp)
