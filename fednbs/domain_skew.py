@@ -116,7 +116,8 @@ class FPL(FedAvg):
     "FedAvg whose local loss pulls embeddings to their class's cluster prototypes (InfoNCE) and unbiased prototype (MSE)."
     supports_batched = False  # the loss needs the embedding f(x); the batched engine's stacked loop only passes logits
     name = "fpl"
-    hparams = {"proto_tau": (0.02, "FPL: temperature τ of the cluster-prototype InfoNCE (authors' infoNCET)")}
+    proto_tau: float = 0.02  # FPL: temperature τ of the cluster-prototype InfoNCE (authors' infoNCET)
+    uploads = {**FedAvg.uploads, "proto": "the class means of the client's embeddings and which classes it holds"}
 
     def __init__(self, **hp):
         super().__init__(**hp)
@@ -236,10 +237,9 @@ def new_heal_state() -> dict:
 # %% ../nbs/15_domain_skew.ipynb #902067b9
 class HEAL:
     "FedHEAL's fair server step (consistency masks + distance re-weighting) on top of the method it is mixed into."
-    hparams = {"heal_tau": (0.3, "FedHEAL: consistency threshold τ (keep an element whose update kept its sign in more than τ of the past rounds)"),
-               "heal_beta": (0.4, "FedHEAL: momentum β of the distance-based re-weighting"),
-               "heal_history": ("participations", "FedHEAL: r of the sign-history running mean: participations (the client's own rounds) "
-                                                  "or global (the round index, the authors' code)")}
+    heal_tau: float = 0.3  # FedHEAL: consistency threshold τ (keep an element whose update kept its sign in more than τ of the past rounds)
+    heal_beta: float = 0.4  # FedHEAL: momentum β of the distance-based re-weighting
+    heal_history: str = "participations"  # FedHEAL: r of the sign-history running mean: participations (the client's own rounds) or global (the round index, the authors' code)
     hparam_choices = {"heal_history": ("participations", "global")}
     hparam_ranges = {"heal_tau": (0.0, 1.0), "heal_beta": (0.0, 1.0)}
 
@@ -265,7 +265,7 @@ class HEAL:
 @ALGORITHMS.register("fedheal", "FedHEAL (Chen et al. 2024): FedAvg + sign-consistency masks and distance re-weighting at the server")
 class FedHEAL(HEAL, FedAvg):
     "FedAvg with FedHEAL's fair server step."
-    supports_batched = True  # the local step is FedAvg's; only the server step changes
+    supports_batched = False  # the sign history follows float noise where a gradient is zero, which stacking reorders
     name = "fedheal"
 
 @ALGORITHMS.register("fplheal", "FPL + FedHEAL's fair server step (Chen et al. 2024)")

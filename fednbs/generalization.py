@@ -112,9 +112,9 @@ class FedFA(FedAvg):
     "FedAvg on the model with an FFA layer after every convolution block; the server sets the layers' cross-client variances."
     supports_batched = False  # each FFA layer draws whether to augment in Python, once per batch: its loops cannot be stacked
     name = "fedfa"
-    hparams = {"ffa_p": (0.5, "FedFA: probability that an FFA layer augments a training batch"),
-               "ffa_momentum": (0.99, "FedFA: fraction of the FFA running statistics kept per augmented batch"),
-               "ffa_var": ("channel", "FedFA: cross-client variance per channel (default) or one per layer (the authors' released code)")}
+    ffa_p: float = 0.5  # FedFA: probability that an FFA layer augments a training batch
+    ffa_momentum: float = 0.99  # FedFA: fraction of the FFA running statistics kept per augmented batch
+    ffa_var: str = "channel"  # FedFA: cross-client variance per channel (default) or one per layer (the authors' released code)
     hparam_choices = {"ffa_var": FFA_SERVER_VAR}
     hparam_ranges = {"ffa_p": (0, 1), "ffa_momentum": (0, 0.9999)}
     defaults = {"weighting": "uniform"}
@@ -159,11 +159,13 @@ class FedDGGA(FedAvg):
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: checked below)
     name = "feddg_ga"
     client_state = {"local": "the model entries that never leave the client (none)", "opt": "the SGD momentum (keep_momentum=True)"}
-    hparams = {"ga_step": (0.2, "FedDG-GA: step size d of the weight update (decays linearly to d/R)"),
-               "ga_metric": ("loss", "FedDG-GA: generalisation gap of the validation loss (paper) or acc (the authors' script)"),
-               "ga_divisor": (0, "FedDG-GA: the step is d_r / divisor; 0: the number of clients (the authors' code: 3)"),
-               "ga_val_frac": (0.1, "FedDG-GA: share of the training split held out for validation when the data has no val split"),
-               "keep_momentum": (False, "FedDG-GA: keep each client's SGD momentum across rounds (the authors' code)")}
+    ga_step: float = 0.2  # FedDG-GA: step size d of the weight update (decays linearly to d/R)
+    ga_metric: str = "loss"  # FedDG-GA: generalisation gap of the validation loss (paper) or acc (the authors' script)
+    ga_divisor: int = 0  # FedDG-GA: the step is d_r / divisor; 0: the number of clients (the authors' code: 3)
+    ga_val_frac: float = 0.1  # FedDG-GA: share of the training split held out for validation when the data has no val split
+    keep_momentum: bool = False  # FedDG-GA: keep each client's SGD momentum across rounds (the authors' code)
+    uploads = {**FedAvg.uploads, "ga_before": "validation score of the global model the client received",
+               "ga_after": "validation score of the previous global model after local training (from round 1)"}
     hparam_choices = {"ga_metric": GA_METRICS}
     hparam_ranges = {"ga_val_frac": (0, 0.9)}
     heldout_models = {"global": "the global model, aggregated with the generalisation-adjusted weights"}
@@ -226,7 +228,7 @@ class FedDGGA(FedAvg):
         server["model"].update(average_model_states(self.work(), [unpack(u, "model") for u in uploads.values()], w))
         return server
 
-# %% ../nbs/16_generalization.ipynb #20aa328b
+# %% ../nbs/16_generalization.ipynb #cf9652f5
 _FEDDG_GA_PACS = dict(algo="feddg_ga", data="pacs", model="resnet18", pretrained="torchvision", rounds=40,
                       local_epochs=5, batch_size=16, lr=0.001, momentum=0.9, weight_decay=5e-4, weighting="samples",
                       report="last", algo_params=dict(ga_step=0.2, ga_metric="acc", ga_divisor=3, keep_momentum=True))

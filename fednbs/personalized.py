@@ -336,10 +336,10 @@ class FedRep(KeepLocal):
     client_state = {"local": "the head $h_k$ (last layer), plus BatchNorm with local_bn=True"}
     name, keep = "fedrep", ("last",)
     heldout_models = {}   # each head exists only on its client: nothing to apply to a domain no client trained on
-    hparams = {"head_epochs": (1, "FedRep: epochs fitting the head with the body frozen, each round (paper: 10)"),
-               "body_epochs": (1, "FedRep: epochs fitting the body with the head frozen, each round (paper: 1 to 5)"),
-               "final_head_epochs": (10, "FedRep: the last round fits only the head, for max(this, head epochs) epochs; 0: an ordinary last round"),
-               "local_bn": (False, "FedRep: keep BatchNorm local too (FedRep + FedBN); default shared, as the authors' code")}
+    head_epochs: int = 1  # FedRep: epochs fitting the head with the body frozen, each round (paper: 10)
+    body_epochs: int = 1  # FedRep: epochs fitting the body with the head frozen, each round (paper: 1 to 5)
+    final_head_epochs: int = 10  # FedRep: the last round fits only the head, for max(this, head epochs) epochs; 0: an ordinary last round
+    local_bn: bool = False  # FedRep: keep BatchNorm local too (FedRep + FedBN); default shared, as the authors' code
     ignores = {"local_epochs": "FedRep's epochs per round are --head-epochs and --body-epochs"}
 
     def __init__(self, **hp):
