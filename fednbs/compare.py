@@ -94,7 +94,8 @@ def label_groups(groups: dict, labels: list[str]|dict) -> dict:
     return dict(zip(new, groups.values()))
 
 # %% ../nbs/44_compare.ipynb #430ad093
-def _headline(algo: str) -> str:
+def _headline(algo: str|None) -> str:
+    if algo is None: return "global"   # runs recorded without their algorithm (e.g. rows read back from a results file)
     load_plugins()
     return ALGORITHMS[algo].headline   # an unknown algorithm names the plugins loaded
 
