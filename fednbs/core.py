@@ -63,6 +63,8 @@ def load_optional(name: str):
 def _stale(f) -> bool:
     "True for a factory a notebook defined in a namespace that is no longer `__main__` (another notebook ran since in this process)."
     f = inspect.unwrap(f)
+    if not (inspect.isfunction(f) or inspect.isclass(f)) and getattr(type(f), "__module__", None) == "__main__":
+        f = type(f)   # an object (e.g. a norm recipe) of a notebook's class is as stale as its class
     name = getattr(f, "__name__", None)   # lambdas, closures and objects without a name are never judged stale
     if getattr(f, "__module__", None) != "__main__" or name is None or "<" in getattr(f, "__qualname__", "<"): return False
     return getattr(sys.modules.get("__main__"), name, None) is not f
