@@ -13,7 +13,7 @@ from pathlib import Path
 from .core import *
 from .data import HELDOUT
 from .experiment import (RunConfig, REPORTS, fingerprint, is_run_dir, read_metrics, select_report, accuracy_series,
-                               load_plugins, atomic_write, report_text)
+                               load_plugins, atomic_write, report_text, client_std)
 
 # %% ../nbs/44_compare.ipynb #8fb9939b
 def _run_folders(path: Path) -> list[Path]:
@@ -116,7 +116,7 @@ def _run_columns(run: dict, rule: str, window: int, head: str, sizes: dict|None)
     sel, out = select_report(rows, rule, clients, head, window, n), {}
     for m, s in sel.items():
         pc = s["per_client"]
-        out[m] = {**pc, "mean": s["mean"], "pooled": s["weighted"], "client_std": statistics.stdev(pc.values()) if len(pc) > 1 else None}
+        out[m] = {**pc, "mean": s["mean"], "pooled": s["weighted"], "client_std": client_std(pc)}
     picked = next(iter(sel.get(head, next(iter(sel.values()), {})).get("rounds", {}).values()), None)
     for m, per in accuracy_series(rows, "test", heldout=True).items():
         for dom, pts in per.items(): out.setdefault(m, {})[dom] = _heldout_value(pts, rule, window, picked)
