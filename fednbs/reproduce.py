@@ -25,6 +25,12 @@ TABLE_METHODS = {  # row label -> `fednbs run` flags
     "FedNN": "--algo fednn",
     "Fed-CO": "--algo fedco",
     "FRAug": "--algo fraug --bn-mode bn_all",
+    "FPL": "--algo fpl",
+    "FedHEAL": "--algo fedheal",
+    "FedFA": "--algo fedfa",
+    "FedDG-GA": "--algo feddg_ga",
+    "FedRep": "--algo fedrep",
+    "FedWon": "--algo fedavg --norm fedwon",
 }
 TABLE_DATA = {  # dataset -> common flags, the rounds of the committed table, flags added to one row
     "digits3": dict(flags="--data digits3 --model digitmodel --data-option val_frac=0.1", rounds=15,
