@@ -16,7 +16,8 @@ from .models import SplitModel, flat_dim
 from .datasets import (Domain, DIGITS5, IMAGENET_MEAN, IMAGENET_STD, build_federated, data_root, missing, partition_options,
                              pick_domains, read_npz, read_mnist_raw, read_usps_raw, read_mat_pair, check_images, read_images,
                              _image_files)
-import fednbs.domain_skew, fednbs.personalized   # the algorithms and the resnet10 model the presets name
+import fednbs.personalized   # FedRep, which a preset names
+from .domain_skew import fairness_std   # also registers FPL, FedHEAL and resnet10
 
 # %% ../nbs/17_protocols.ipynb #1ee5e145
 HUANG_DIGITS = ("mnist", "usps", "svhn", "syn")
@@ -89,12 +90,10 @@ def domain_accuracies(per_client: dict) -> dict:
         if a is not None: groups.setdefault(domain_of(c), []).append(a)
     return {d: sum(v) / len(v) for d, v in groups.items()}
 
-def domain_std(per_client: dict) -> float|None:
-    "FedHEAL's fairness figure: standard deviation (ddof 1) of the per-domain accuracies; None for one domain."
-    accs = list(domain_accuracies(per_client).values())
-    if len(accs) < 2: return None
-    m = sum(accs) / len(accs)
-    return (sum((a - m) ** 2 for a in accs) / (len(accs) - 1)) ** 0.5
+def domain_std(per_client: dict, ddof: int = 1) -> float|None: # ddof 1: FedHEAL's code; 0: the population std
+    "FedHEAL's fairness figure over domains: `fairness_std` of the per-domain accuracies; None for one domain."
+    accs = domain_accuracies(per_client)
+    return fairness_std(accs, ddof) if len(accs) > ddof else None
 
 # %% ../nbs/17_protocols.ipynb #7cf82b71
 _HUANG = dict(data="huang_digits", model="resnet10", local_epochs=10, batch_size=64, momentum=0.9, weight_decay=1e-5,
