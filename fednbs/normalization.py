@@ -113,8 +113,7 @@ def agn_normalize(x, weight, bias, s, running_mean, running_var, groups: int, ep
     "AGN's normalisation of x (N, C, P) in plain differentiable operations (the forward of `_AGNStats`, backward by autograd)."
     N, C, P = x.shape
     Cg = C // groups; L = Cg * P
-    c = 1 if unbiased and P > 1 else 0
-    cg = 1 if unbiased and L > 1 else 0
+    c, cg = int(unbiased and P > 1), int(unbiased and L > 1)   # the variances' corrections, as in `_AGNStats`
     m = x.mean(-1)
     v = (x - m.unsqueeze(-1)).square().sum(-1) / (P - c)
     dg = m.reshape(N, groups, Cg)
