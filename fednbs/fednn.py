@@ -21,6 +21,7 @@ class FedNN(FedAvg):
     agn_eval: str = "sample"  # FedNN: AGN at evaluation: sample (Gumbel noise, the authors' code) or deterministic
     agn_merge: str = "majority"  # FedNN: fixed AGN layers that disagree: majority (one-hot vote) or soft (the authors' weighted mean)
     defaults = {"norm": "fednn", **FEDNN_OPTIM}
+    supports_batched = True  # its local loops stack in the batched engine, AGN's Gumbel draws replayed per client (checked below)
 
     def new_model(self, tag: str = "init") -> nn.Module:
         "The task's model in FedNN form, its AGN layers set to this run's `tau0`, `agn_eval` and `agn_merge`."

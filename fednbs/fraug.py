@@ -159,6 +159,7 @@ class FRAug(Algorithm):
     use_proto: bool = True  # ablation: prototype-anchored synthetic embeddings
     defaults = {"momentum": 0.5}
     eval_models, headline, has_global_model = ("personal",), "personal", False
+    supports_batched = False  # three SGD stages per iteration, own optimisers and noise draws between them: see "Stacked clients"
 
     def __init__(self, **hp):
         super().__init__(**hp)

@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['WS_PAPER', 'FEATURE_NORMS', 'FEDNN_OPTIM', 'RELU_GAIN', 'AGC_EPS', 'NORM_LAYERS', 'FEDWON_AGC', 'standardize_weight',
-           'WSConv2d', 'AGN', 'ws_conv_from', 'agn_from', 'convert_to_ws', 'convert_to_fednn', 'agn_layers',
-           'agn_mixing', 'set_agn_options', 'NormRecipe', 'LeNetFedNN', 'ResNet18FedNN', 'ScaledWSConv2d',
-           'unitwise_norm', 'adaptive_clip_', 'AGCNotStackable', 'final_layer', 'enable_agc', 'scaled_ws_conv_from',
-           'convert_to_fedwon', 'fedwon_options']
+           'WSConv2d', 'is_stacked', 'agn_normalize', 'AGN', 'ws_conv_from', 'agn_from', 'convert_to_ws',
+           'convert_to_fednn', 'agn_layers', 'agn_mixing', 'set_agn_options', 'NormRecipe', 'LeNetFedNN',
+           'ResNet18FedNN', 'ScaledWSConv2d', 'unitwise_norm', 'adaptive_clip_', 'AGCNotStackable', 'final_layer',
+           'enable_agc', 'scaled_ws_conv_from', 'convert_to_fedwon', 'fedwon_options']
 
 # %% ../nbs/06_normalization.ipynb #426e2a49
 import math
@@ -103,6 +103,33 @@ class _AGNStats(torch.autograd.Function):
         gx.addcmul_(gy, a.unsqueeze(-1))                                                     # + dL/dx through y = a x + b
         return gx, g_weight, g_bias, g_s, None, None, None, None, None, None, None
 
+# %% ../nbs/06_normalization.ipynb #cfb50e02
+def is_stacked(x: Tensor) -> bool:
+    "Whether `x` is one client's slice of a stacked (`torch.func.vmap`) computation."
+    return torch._C._functorch.is_batchedtensor(x)
+
+def agn_normalize(x, weight, bias, s, running_mean, running_var, groups: int, eps: float, unbiased: bool,
+                  training: bool, momentum: float) -> Tensor:
+    "AGN's normalisation of x (N, C, P) in plain differentiable operations (the forward of `_AGNStats`, backward by autograd)."
+    N, C, P = x.shape
+    Cg = C // groups; L = Cg * P
+    c, cg = int(unbiased and P > 1), int(unbiased and L > 1)   # the variances' corrections, as in `_AGNStats`
+    m = x.mean(-1)
+    v = (x - m.unsqueeze(-1)).square().sum(-1) / (P - c)
+    dg = m.reshape(N, groups, Cg)
+    mu_g = dg.mean(2, keepdim=True); dg = dg - mu_g
+    var_g = (v.reshape(N, groups, Cg).sum(2, keepdim=True) * (P - c) + dg.square().sum(2, keepdim=True) * P) / (L - cg)
+    if training:
+        mu_b = m.mean(0); var_b = v.mean(0) + (m - mu_b).square().mean(0)
+        with torch.no_grad():   # in place, as the layer does (out-of-place lerp: vmap has no rule for lerp_)
+            running_mean.copy_(torch.lerp(running_mean, mu_b, 1 - momentum)); running_var.copy_(torch.lerp(running_var, var_b, 1 - momentum))
+    else: mu_b, var_b = running_mean, running_var
+    mu = (s[0] * mu_g).expand(N, groups, Cg).reshape(N, C) + s[1] * mu_b
+    r = ((s[0] * var_g).expand(N, groups, Cg).reshape(N, C) + s[1] * var_b + eps).rsqrt()
+    a = weight * r
+    return (bias - mu * a).unsqueeze(-1) + x * a.unsqueeze(-1)
+
+
 # %% ../nbs/06_normalization.ipynb #6e2cfc0d
 def _one_hot(v: Tensor) -> Tensor:
     "One-hot of `v.argmax()` with `v`'s shape and dtype (no host synchronisation, unlike `F.one_hot` on GPU)."
@@ -133,6 +160,11 @@ class AGN(nn.Module):
         self.register_buffer("running_var", torch.zeros(num_channels))
         self.register_buffer("fixed", torch.zeros((), dtype=torch.long))
         self.register_buffer("tau", torch.tensor(float(tau0)))
+        self.given_noise = None   # uniform draws to use instead of drawing (set by the batched engine for stacked clients)
+
+    def draw_noise(self) -> Tensor:
+        "The uniform draws $u \\in (0, 1]^2$ of one training forward, from torch's generator of `pi`'s device."
+        return torch.rand_like(self.pi).clamp_(torch.finfo(self.pi.dtype).tiny, 1.0)
 
     def mixing(self) -> Tensor:
         "The weights $(s_{GN}, s_{BN})$ for this forward (draws Gumbel noise; in training may fix the layer)."
@@ -141,7 +173,7 @@ class AGN(nn.Module):
         hard = self.fixed_weights()
         if not self.training and self.eval_mode == "deterministic": soft = torch.softmax(pi / self.tau, 0)
         else:
-            u = torch.rand_like(pi).clamp_(torch.finfo(pi.dtype).tiny, 1.0)
+            u = self.draw_noise() if self.given_noise is None else self.given_noise
             soft = torch.softmax((pi - torch.log(-torch.log(u))) / self.tau, 0)
             if self.training:
                 with torch.no_grad():
@@ -162,7 +194,8 @@ class AGN(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         N, C = x.shape[0], x.shape[1]
-        y = _AGNStats.apply(x.reshape(N, C, -1), self.weight, self.bias, self.mixing(), self.running_mean, self.running_var,
+        normalise = agn_normalize if is_stacked(x) else _AGNStats.apply   # under vmap: plain autograd (a custom Function cannot be vmapped)
+        y = normalise(x.reshape(N, C, -1), self.weight, self.bias, self.mixing(), self.running_mean, self.running_var,
                             self.groups, self.eps, self.unbiased, self.training, self.momentum)
         return y.view_as(x)
 
