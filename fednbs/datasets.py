@@ -32,7 +32,7 @@ from .data import ClientData, FederatedData, images_to_tensor, CropFlip, stratif
 from .partition import Partition, make_partition, SCHEMES
 
 # %% ../nbs/03_datasets.ipynb #6feff577
-def data_root(data_dir=None) -> Path:
+def data_root(data_dir: str|Path|None = None) -> Path:
     "The folder benchmarks read from: `data_dir`, else `$FEDNBS_DATA`, else `./data`."
     return Path(data_dir or os.environ.get("FEDNBS_DATA") or "data").expanduser()
 
@@ -66,7 +66,7 @@ def md5_of(src) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
     return h.hexdigest()
 
-def verify_md5(src, key: str, verify: bool = True, name=None):
+def verify_md5(src, key: str, verify: bool = True, name: str|None = None):
     "Raise `FednbsError` if `src` (path or bytes) does not have the published MD5 of `key`; no-op if unpublished or `verify` is off."
     want = PUBLISHED_MD5.get(key)
     if not verify or want is None: return
@@ -103,7 +103,7 @@ def _plain(obj, depth=0) -> bool:
     if isinstance(obj, dict): return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in obj.items())
     return False
 
-def safe_unpickle(src, name=None, encoding: str = "ASCII"):
+def safe_unpickle(src, name: str|None = None, encoding: str = "ASCII"):
     "Load a pickle (path or bytes) that may only contain NumPy arrays, numbers, strings and containers."
     name = name or str(src)
     try:
@@ -204,7 +204,7 @@ def partition_options(name: str, fn: Callable, options: dict, **defaults) -> dic
     if "budget" in options and "percent" not in options: o["percent"] = None
     return o
 
-def load_dataset(name: str, data_dir=None, seed: int = 0, **options) -> FederatedData:
+def load_dataset(name: str, data_dir: str|Path|None = None, seed: int = 0, **options) -> FederatedData:
     "Build the registered dataset `name`, refusing unknown options with the list of valid ones."
     fn = DATASETS[name]
     valid = dataset_options(fn)
@@ -222,7 +222,7 @@ def pick_domains(name: str, wanted, known) -> list[str]:
 
 # %% ../nbs/03_datasets.ipynb #4112c5ae
 def build_federated(name: str, domains: list[Domain], seed: int, opts: dict, num_classes: int, classes, size: int,
-                    mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), augment=None, notes: str = "") -> FederatedData:
+                    mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), augment: Callable|None = None, notes: str = "") -> FederatedData:
     "Partition `domains` with `opts`, decode the chosen images, and return the validated `FederatedData` (its `.partition` holds the indices)."
     kept_out = pick_heldout(name, opts.get("holdout"), [d.name for d in domains])
     heldout = [heldout_client(d.name, images_to_tensor(d.get("test", np.arange(len(d.y["test"])), size), size=size, channels=3, mean=mean, std=std),
@@ -278,7 +278,7 @@ _DIGITS3_GET = ("digits3 needs <data_dir>/digits/mnist.npz (x_train, y_train: MN
 
 # %% ../nbs/03_datasets.ipynb #b7b3083f
 @DATASETS.register("digits3", "MNIST, USPS, MNIST-M (real) as 3 feature-skewed clients, FedBN protocol: 28x28 RGB, 743 train images each")
-def load_digits3(data_dir=None, seed: int = 0, size: int = 28, domains=None, **options) -> FederatedData:
+def load_digits3(data_dir: str|Path|None = None, seed: int = 0, size: int = 28, domains: str|list[str]|None = None, **options) -> FederatedData:
     "MNIST, USPS and MNIST-M from `<data_dir>/digits/*.npz`, one client each, FedBN's Digits protocol."
     o = partition_options("digits3", load_digits3, options, budget=743)
     root = data_root(data_dir) / "digits"
@@ -452,7 +452,7 @@ def read_digits_domain(d: str, root: Path, percent: float = 0.1, source: str = "
 
 # %% ../nbs/03_datasets.ipynb #32778dc4
 @DATASETS.register("digits", "FedBN's Digits-5 (MNIST, SVHN, USPS, SynthDigits, MNIST-M) from FedBN's partition files or the original releases")
-def load_digits(data_dir=None, seed: int = 0, size: int = 28, domains=None, percent: float = 0.1, source: str = "auto",
+def load_digits(data_dir: str|Path|None = None, seed: int = 0, size: int = 28, domains: str|list[str]|None = None, percent: float = 0.1, source: str = "auto",
                 download: bool = False, verify: bool = True, **options) -> FederatedData:
     "FedBN's Digits-5: 5 clients, FedBN's partitions (`percent` of the smallest domain's data), 28×28 RGB."
     o = partition_options("digits", load_digits, options)
@@ -531,7 +531,7 @@ def imagenet_augment(kind: str, size: int):
     return CropFlip(pad=max(1, size // 16)) if kind == "cropflip" else RandomResizedCropJitter(IMAGENET_MEAN, IMAGENET_STD, flip=True)
 
 @DATASETS.register("pacs", "PACS (art painting, cartoon, photo, sketch; 7 classes), one client per style; 64x64 by default")
-def load_pacs(data_dir=None, seed: int = 0, size: int = 64, domains=None, source: str = "auto", split_seed: int = 0,
+def load_pacs(data_dir: str|Path|None = None, seed: int = 0, size: int = 64, domains: str|list[str]|None = None, source: str = "auto", split_seed: int = 0,
               augmentation: str = "cropflip", **options) -> FederatedData:
     "PACS, one client per domain, from the 64-px arrays or the original images and split files."
     o = partition_options("pacs", load_pacs, options); aug = imagenet_augment(augmentation, size)
@@ -559,7 +559,7 @@ _OFFICEHOME_GET = ("download Office-Home (OfficeHomeDataset_10072016.zip from ht
                    "and unzip it so that {root}/OfficeHome/Art/Alarm_Clock/00001.jpg exists")
 
 @DATASETS.register("officehome", "Office-Home (art, clipart, product, real world; 65 classes), one client per domain; 64x64 by default")
-def load_officehome(data_dir=None, seed: int = 0, size: int = 64, domains=None, test_frac: float = 0.1, split_seed: int = 0,
+def load_officehome(data_dir: str|Path|None = None, seed: int = 0, size: int = 64, domains: str|list[str]|None = None, test_frac: float = 0.1, split_seed: int = 0,
                     augmentation: str = "cropflip", **options) -> FederatedData:
     "Office-Home, one client per domain, from the release's folders, with a stratified test split."
     o = partition_options("officehome", load_officehome, options); aug = imagenet_augment(augmentation, size)
@@ -667,7 +667,7 @@ _OFFICE_GET = ("download FedBN's office_caltech_10_dataset.zip (linked from the 
                "https://drive.google.com/file/d/1gxhV5xRXQgC9AL4XexduH7hdxDng7bJ3) and unzip it in {root}, so that {root}/office_caltech_10/amazon_train.pkl exists")
 
 @DATASETS.register("office_caltech10", "Office-Caltech10 (amazon, caltech, dslr, webcam; 10 classes) with FedBN's lists and protocol; 64x64 by default")
-def load_office_caltech10(data_dir=None, seed: int = 0, size: int = 64, domains=None, protocol: str = "fedbn", split_seed: int = 0, **options) -> FederatedData:
+def load_office_caltech10(data_dir: str|Path|None = None, seed: int = 0, size: int = 64, domains: str|list[str]|None = None, protocol: str = "fedbn", split_seed: int = 0, **options) -> FederatedData:
     "Office-Caltech10 as in FedBN: train on the first 0.5·L entries of each list, validate on the last 0.4·L."
     o = partition_options("office_caltech10", load_office_caltech10, options)
     base = data_root(data_dir); sites = pick_domains("office_caltech10", domains, OFFICE_SITES)
@@ -681,7 +681,7 @@ _DOMAINNET_GET = ("download FedBN's DomainNet split zip (https://drive.google.co
                   "unzipped there, so that {root}/DomainNet/clipart/bird/ exists")
 
 @DATASETS.register("domainnet", "DomainNet top-10 classes (6 domains) with FedBN's lists and protocol; 64x64 by default")
-def load_domainnet(data_dir=None, seed: int = 0, size: int = 64, domains=None, protocol: str = "fedbn", split_seed: int = 0, **options) -> FederatedData:
+def load_domainnet(data_dir: str|Path|None = None, seed: int = 0, size: int = 64, domains: str|list[str]|None = None, protocol: str = "fedbn", split_seed: int = 0, **options) -> FederatedData:
     "DomainNet's 10 most common classes as in FedBN: train on the first 0.05·L entries of each list, validate on the last 0.05·L."
     o = partition_options("domainnet", load_domainnet, options)
     base = data_root(data_dir); sites = pick_domains("domainnet", domains, DOMAINNET_SITES)
@@ -743,7 +743,7 @@ _CIFAR10_GET = "cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cif
 
 # %% ../nbs/03_datasets.ipynb #8dc5d4d2
 @DATASETS.register("cifar10", "CIFAR-10 split into clients by label skew (default FedDC Dirichlet alpha=0.3, 10 clients)")
-def load_cifar10(data_dir=None, seed: int = 0, source: str = "auto", verify: bool = True, download: bool = False, **options) -> FederatedData:
+def load_cifar10(data_dir: str|Path|None = None, seed: int = 0, source: str = "auto", verify: bool = True, download: bool = False, **options) -> FederatedData:
     "CIFAR-10 with a label-skew partition; each client's test follows its training labels."
     o = partition_options("cifar10", load_cifar10, options, partition="dirichlet", clients_per_domain=10)
     x, y, xt, yt, note = read_cifar10(data_root(data_dir), source, verify, download)
@@ -751,7 +751,7 @@ def load_cifar10(data_dir=None, seed: int = 0, source: str = "auto", verify: boo
                            CropFlip(4), notes=f"CIFAR-10 ({note}), partition={o['partition']}")
 
 @DATASETS.register("cifar100", "CIFAR-100 split into clients by label skew (default FedDC Dirichlet alpha=0.3, 10 clients)")
-def load_cifar100(data_dir=None, seed: int = 0, verify: bool = True, download: bool = False, **options) -> FederatedData:
+def load_cifar100(data_dir: str|Path|None = None, seed: int = 0, verify: bool = True, download: bool = False, **options) -> FederatedData:
     "CIFAR-100 (fine labels) with a label-skew partition; Fed-CO's pathological split uses 10 classes per client."
     o = partition_options("cifar100", load_cifar100, options, partition="dirichlet", clients_per_domain=10, classes_per_client=10)
     base = data_root(data_dir)
@@ -929,7 +929,7 @@ def read_cifar10c_official(base: Path, kinds, severity: int, verify: bool = True
     return out, labels[sl]
 
 @DATASETS.register("cifar10c", "CIFAR-10-C, one corruption type per client (FedNN: 19 types, severity 4, 500 test images each); official or regenerated")
-def load_cifar10c(data_dir=None, seed: int = 0, severity: int = 4, corruptions=None, source: str = "auto", test_per_client: int = 500,
+def load_cifar10c(data_dir: str|Path|None = None, seed: int = 0, severity: int = 4, corruptions: str|list[str]|None = None, source: str = "auto", test_per_client: int = 500,
                   split_seed: int = 0, verify: bool = True, **options) -> FederatedData:
     "CIFAR-10-C with one corruption per client, from the official release or regenerated by our own code."
     o = partition_options("cifar10c", load_cifar10c, options)
@@ -1120,7 +1120,7 @@ def read_digits_pool(d: str, root: Path, verify: bool = True) -> tuple[np.ndarra
     return x, y
 
 @DATASETS.register("fraug_digits", "FRAug's Digits: MNIST, MNIST-M, SVHN, USPS pooled, 90/10, 1 % per client, 32x32, ImageNet normalisation, augmentation")
-def load_fraug_digits(data_dir=None, seed: int = 0, size: int = 32, domains=None, pool_seed: int = 42, test_frac: float = 0.1,
+def load_fraug_digits(data_dir: str|Path|None = None, seed: int = 0, size: int = 32, domains: str|list[str]|None = None, pool_seed: int = 42, test_frac: float = 0.1,
                       augment: bool = True, verify: bool = True, **options) -> FederatedData:
     "FRAug's Digits protocol: per domain the pooled official images split 90/10 (seed `pool_seed`); 10 % validation and 1 % training per client."
     check(0 < test_frac < 1, f"test_frac must be in (0, 1) (got {test_frac})", "e.g. test_frac=0.1")
@@ -1146,7 +1146,7 @@ def with_partition(loader: Callable, part: Partition, **kw) -> FederatedData:
     with tempfile.TemporaryDirectory() as tmp:
         return loader(partition_file=str(part.save(Path(tmp) / "partition.json")), **kw)
 
-def cifar100_coarse_partition(data_dir=None, seed: int = 0, num_clients: int = 10, alpha: float = 0.3, verify: bool = True) -> Partition:
+def cifar100_coarse_partition(data_dir: str|Path|None = None, seed: int = 0, num_clients: int = 10, alpha: float = 0.3, verify: bool = True) -> Partition:
     "Fed-CO's CIFAR-100 clients: the two-stage coarse/fine Dirichlet split of the pooled official train and test images."
     base = data_root(data_dir)
     raw = _cifar_members(base, "cifar-100-python", "cifar-100-python.tar.gz", ["train", "test"], verify)
@@ -1163,7 +1163,7 @@ def cifar100_coarse_partition(data_dir=None, seed: int = 0, num_clients: int = 1
     return pooled_partition(parts, len(fine[0]), "cifar100", dict(scheme="labeldir100", alpha=alpha, seed=seed))
 
 @DATASETS.register("cifar100", "CIFAR-100 split into clients by label skew (default FedDC Dirichlet alpha=0.3, 10 clients; Fed-CO's coarse split: partition=labeldir100)")
-def load_cifar100_labelskew(data_dir=None, seed: int = 0, verify: bool = True, download: bool = False, **options) -> FederatedData:
+def load_cifar100_labelskew(data_dir: str|Path|None = None, seed: int = 0, verify: bool = True, download: bool = False, **options) -> FederatedData:
     "`load_cifar100`, plus Fed-CO's two-stage coarse-label Dirichlet split with `partition='labeldir100'`."
     if options.get("partition") != "labeldir100": return load_cifar100(data_dir, seed, verify, download, **options)
     o = {k: v for k, v in options.items() if k not in ("partition", "num_clients", "clients_per_domain", "alpha")}
@@ -1180,7 +1180,7 @@ _FEDCO_LF = {"office_caltech10": (("office_caltech_10", "office_caltech10", "Off
 
 def _fedco_label_feature_loader(name: str, plain: Callable) -> Callable:
     "`plain` (Office-Caltech10's or DomainNet's loader), plus Fed-CO's label + feature skew clients with `partition='fedco_label_feature'`."
-    def load(data_dir=None, seed: int = 0, size: int = 64, domains=None, protocol: str = "fedbn", split_seed: int = 0, **options) -> FederatedData:
+    def load(data_dir: str|Path|None = None, seed: int = 0, size: int = 64, domains: str|list[str]|None = None, protocol: str = "fedbn", split_seed: int = 0, **options) -> FederatedData:
         if options.get("partition") != "fedco_label_feature": return plain(data_dir, seed, size, domains, protocol, split_seed, **options)
         folders, sites, classes, fracs, get, txt = _FEDCO_LF[name]
         o = partition_options(name, plain, {k: v for k, v in options.items() if k not in ("partition", "alpha")})

@@ -20,15 +20,16 @@ For every notebook under nbs/ (or the paths given) it reports:
 - `main-signature`: `__main__.` in a rendered output, or an exported function annotated with a union (`Job|None`) of a
   class the notebook defines: show_doc prints such a union with its module, `__main__.Job | None`; quote it (`"Job|None"`).
 - `long-float`: a float in an output with more than 4 decimals (`0.949999988079071`): round what you print.
-- `wide-code`: a line of shown code wider than the page column. nbdev shows a code cell unless it is exported
-  (`#| export`, not `#| exports`), hidden, or `#| echo: false` / `#| include: false`.
+- `wide-code`: a line of shown code wider than the page column: in a code cell the page shows (nbdev shows a code
+  cell unless it is exported with `#| export`, hidden, or `#| echo: false` / `#| include: false`) or in a fenced code
+  block of a markdown cell.
 - `unbacked-number`: a number in a markdown cell with a decimal point and 3+ significant digits (`0.735`, `48.8`) that no
   output of the same notebook prints (rounded to the prose's decimals; a fraction printed as `0.735` backs `73.5`).
   A number quoted from a paper or another page is marked as such: its paragraph names the source (`paper`, `reports`,
   `reported`, `et al.`, `Table N`), or the cell carries the marker `<!-- quoted -->` (invisible on the page).
   Code spans, LaTeX and link targets are not read.
 - `changelog-voice`: prose (markdown or an output) that narrates the project's history: "used to" (not "is used to"),
-  "earlier version", "for one release", "lived here", "before moving", "moved to `...`", "renamed", "old name",
+  "earlier version", "for one release", "lived here", "before moving", "moved to `...`", "was renamed", "old name",
   "load average". Pages describe what is.
 - `duplicate-cell`: two cells with the same source (30+ characters), or one sentence of 12+ words written twice.
 - `nonetype-signature`: an exported function (or the `__init__` of an exported class, or a method given to `show_doc`)
@@ -106,7 +107,7 @@ QUOTED_MARK = "<!-- quoted -->"
 QUOTED_SOURCE = re.compile(r"\bpapers?\b|\breport(?:s|ed)?\b|\bet al\.|\bTable \d", re.I)
 CHANGELOG = re.compile(r"\bused to\b|\b(?:earlier|previous|older|old) versions?\b|\bfor one (?:more )?release\b|"
                        r"\blived (?:here|there|in)\b|\bbefore moving\b|\bmoved (?:here|there|from\b|to `|into `)|"
-                       r"\bthat moved\b|\brenamed\b|\bold names?\b|\bload average\b", re.I)
+                       r"\bthat moved\b|\b(?:was|were|been|is) renamed\b|\brenamed (?:to|from|as)\b|\bold names?\b|\bload average\b", re.I)
 PASSIVE = {"is", "are", "was", "were", "be", "been", "being", "get", "gets", "got", "getting"}
 SHOW_DOC = re.compile(r"\bshow_doc\(\s*([\w.]+)")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
@@ -230,6 +231,14 @@ def heading_names(md: str) -> list[str]:
     "The names the headings of markdown `md` give (backticks, emphasis and a trailing `()` dropped)."
     return [re.sub(r"[`*]|\(\)$", "", m.group(1)).strip().split(".")[-1] for m in map(HEADING.match, _strip_fences(md).splitlines()) if m]
 
+def fenced_lines(md: str) -> list[str]:
+    "The lines inside the fenced code blocks of markdown `md`."
+    out, fenced = [], False
+    for line in md.splitlines():
+        if FENCE.match(line): fenced = not fenced; continue
+        if fenced: out.append(line)
+    return out
+
 def _strip_fences(md: str) -> str: return re.sub(r"^\s*(```|~~~).*?^\s*\1", "", md, flags=re.S | re.M)
 
 VERSION_BEFORE = re.compile(r"(?:==|>=|<=|~=|\bv|\b(?:version|python|flwr|flower|torch|pytorch|nbdev|quarto|numpy|release)\s*)$", re.I)
@@ -335,6 +344,8 @@ def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN
             if line: problems.append(f"{where}: list-no-blank: the list item {line!r} follows a paragraph line; put a blank line before the list")
             if src.rstrip().endswith(":") and not next_visible_shows_code(cells, i):
                 problems.append(f"{where}: colon-hidden: the text ends in ':' but the next visible cell shows no code or output; show the cell or reword")
+            fenced = [l for l in fenced_lines(src) if len(l) > max_width]
+            if fenced: problems.append(f"{where}: wide-code: {len(fenced)} line(s) of a code block wider than {max_width} characters ({fenced[0].strip()[:40]!r}...): wrap the line")
             nums = unbacked_numbers(src, printed)
             if nums: problems.append(f"{where}: unbacked-number: {', '.join(nums[:6])} not printed by any output of this notebook: print it from a cell, or mark it quoted (name the paper, or add {QUOTED_MARK})")
             for phrase in changelog_phrases(_strip_md(src)):
@@ -458,6 +469,8 @@ SELF_TESTS = {
     "wide-code": (_nb(("code", "r = run(RunConfig(algo='fedbn', dataset='digits5', rounds=5, seed=0, clients_per_round=4, lr=0.01))")),
                   _nb(("code", "r = run(RunConfig(algo='fedbn', dataset='digits5', rounds=5, seed=0,\n                  clients_per_round=4, lr=0.01))"),
                       ("code", "#| export\ndef f(): return 'an exported cell shows its show_doc, not its source, so its width is free ....'"))),
+    "wide-code ": (_nb(("md", "Run:\n\n```sh\nfednbs run --algo fedbn --data digits3 --data-dir DATA --data-option holdout=mnistm  # unseen MNIST-M\n```")),
+                   _nb(("md", "Run:\n\n```sh\n# unseen MNIST-M\nfednbs run --algo fedbn --data digits3 --data-dir DATA \\\n  --data-option holdout=mnistm\n```"))),
     "unbacked-number": (_nb(("md", "The fused model ends at 0.711."), ("code", "acc", [_res("{'fused': 0.85}")])),
                         _nb(("md", "The fused model ends at 0.850, the online one at 73.5 %."), ("code", "acc", [_res("{'fused': 0.8501, 'online': 0.735}")]),
                             ("md", "The paper reports 88.43 for FedBN."), ("md", "<!-- quoted -->\nThe bench page measured 48.8 s."),
