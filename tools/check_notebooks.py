@@ -99,7 +99,6 @@ TEMPORARY_EXEMPT: dict[str, set[str]] = {
         "nbs/33_flower.ipynb", "nbs/42_cli.ipynb", "nbs/91_speed.ipynb"},
     "heading-showdoc": {"nbs/33_flower.ipynb"},
 }
-NEW_CHECKS = set(TEMPORARY_EXEMPT)
 
 PROSE_NUMBER = re.compile(r"(?<![\w.\-/])(\d+\.\d+)(?![\w]|\.\d)")
 ANY_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -176,7 +175,6 @@ def code_shown(src: str) -> bool:
     d = _directives(src)
     if "hide" in d or d.get("echo", "").lower() == "false" or d.get("include", "").lower() == "false": return False
     if {"export", "exporti", "default_exp"} & set(d) and "exports" not in d: return False
-    if "code-fold" in d: return True
     return True
 
 def _showdoc_targets(src: str) -> list[str]: return SHOW_DOC.findall(_code(src))
