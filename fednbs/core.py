@@ -259,7 +259,7 @@ def find_moved(module: str, name: str):
     warnings.warn(f"{module}.{name} moved to {new}.{name}; the old place goes in the next release", DeprecationWarning, stacklevel=3)
     return getattr(importlib.import_module(new), name)
 
-# %% ../nbs/00_core.ipynb #f43eb1ce
+# %% ../nbs/00_core.ipynb #bf728f51
 DOC_SIGNATURE_WIDTH = 74   # parameters per line; with the 4-space indent and separators a line stays within 82
 
 def __getattr__(name):
