@@ -13,5 +13,5 @@ from .datasets import *
 warnings.warn("fednbs.benchmarks is an alias of fednbs.datasets and goes in the next release; "
               "import fednbs.datasets", DeprecationWarning, stacklevel=2)
 
-# %% ../nbs/90_benchmarks.ipynb #4d6b483e
+# %% ../nbs/90_benchmarks.ipynb #479cf523
 def __getattr__(name): return getattr(_target, name)  # private names too
