@@ -259,6 +259,19 @@ def find_moved(module: str, name: str):
     warnings.warn(f"{module}.{name} moved to {new}.{name}; the old place goes in the next release", DeprecationWarning, stacklevel=3)
     return getattr(importlib.import_module(new), name)
 
+# %% ../nbs/00_core.ipynb #bf728f51
+DOC_SIGNATURE_WIDTH = 74   # parameters per line; with the 4-space indent and separators a line stays within 82
+
+def __getattr__(name):
+    if name != "DocRenderer": raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from nbdev.showdoc import BasicMarkdownRenderer
+    class DocRenderer(BasicMarkdownRenderer):
+        "nbdev's show_doc markdown, with signatures wrapped to fit the page column."
+        def __init__(self, sym, name: str|None = None, title_level: int = 3):
+            super().__init__(sym, name=name, title_level=title_level, maxline=DOC_SIGNATURE_WIDTH)
+    globals()["DocRenderer"] = DocRenderer
+    return DocRenderer
+
 # %% ../nbs/00_core.ipynb #dbd9f281
 def derive_seed(*parts) -> int:
     "A 63-bit seed that depends only on `parts` (stable across processes and Python versions)."

@@ -234,7 +234,7 @@ def render_font_digits(labels: np.ndarray, size: int, rng: np.random.Generator) 
 
 # %% ../nbs/01_data.ipynb #73883a6c
 @DATASETS.register("skdigits", "offline default: 3 feature-skewed digit clients from scikit-learn and matplotlib (no download)")
-def load_skdigits(data_dir=None, seed: int = 0, size: int = 28, test_frac: float = 0.2, font_images: int = 900,
+def load_skdigits(data_dir: str|None = None, seed: int = 0, size: int = 28, test_frac: float = 0.2, font_images: int = 900,
                   val_frac: float = 0.0, holdout: str|None = None) -> FederatedData:
     "The offline default benchmark: scanned, photo-blended and typeset digits as three clients; `val_frac` of each training split held out for validation; `holdout`: a domain kept out of training, tested only."
     check(0 <= val_frac < 1, f"val_frac must be in [0, 1) (got {val_frac})", "e.g. val_frac=0.1")

@@ -156,7 +156,7 @@ def load_pretrained(pretrained) -> dict:
     check(isinstance(sd, dict) and "conv1.weight" in sd, f"{p} holds no ResNet-18 weights", f"use torchvision's {RESNET18_FILE}")
     return sd
 
-def ResNet18(num_classes: int = 10, input_shape=(3, 224, 224), norm: str|None = None, pretrained=None) -> SplitModel:
+def ResNet18(num_classes: int = 10, input_shape=(3, 224, 224), norm: str|None = None, pretrained: str|None = None) -> SplitModel:
     "torchvision ResNet-18 as features (to the 512-d pooled vector) + linear head; `pretrained` loads ImageNet weights (not the head)."
     from torchvision.models import resnet18
     norm = norm or "bn"
@@ -201,7 +201,7 @@ NORMS.register("gn", "GroupNorm with 2 groups instead of BatchNorm")(NormSpec("g
 NORMS.register("none", "no normalisation layers")(NormSpec("none"))
 
 # %% ../nbs/04_models.ipynb #3387258a
-def build_model(name: str, num_classes: int, input_shape, norm: str = "default", pretrained=None) -> SplitModel:
+def build_model(name: str, num_classes: int, input_shape, norm: str = "default", pretrained: str|None = None) -> SplitModel:
     "Model `name` with the `norm` choice, for `num_classes` classes and images of `input_shape`; `pretrained`: ImageNet weights."
     spec = NORMS[norm]
     kw = {}

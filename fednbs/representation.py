@@ -189,7 +189,7 @@ class COPA(KeepLocal):
         return {"personal": self.predict(_HeadMean(h, self.bank_head(), heads).eval(), z), "own_head": self.predict(h, z)}
 
 # %% ../nbs/14_representation.ipynb #405c4a83
-def low_freq_mask(h: int, w: int, window: float, device=None) -> Tensor:
+def low_freq_mask(h: int, w: int, window: float, device: torch.device|str|None = None) -> Tensor:
     "Boolean (h, w) mask of the unshifted FFT grid: frequencies within `window`·min(h, w) of zero on both axes."
     b = int(window * min(h, w))
     fy = (torch.fft.fftfreq(h, device=device) * h).round().abs()

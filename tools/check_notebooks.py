@@ -14,14 +14,47 @@ For every notebook under nbs/ (or the paths given) it reports:
 - `internal-ref`: a markdown cell that cites internal notes ("spec §") instead of the papers or the authors' code.
 - `stderr-output`: a committed output on stderr or naming a warning (`UserWarning`, `TqdmWarning`, ...): machine noise.
 - `abs-path`: a committed output showing an absolute or temporary path (`/home/...`, `/tmp/...`, `C:\\...`).
-- `wide-output`: a line of text output wider than the page column (default 110 characters): show a table.
+- `wide-output`: a line of text output wider than the page column (`COLUMN`, 82 characters): show a table or wrap.
 - `list-no-blank`: a markdown list right after a paragraph line, with no blank line between (renders as one paragraph).
 - `colon-hidden`: a markdown cell ending in ":" whose next visible cell shows no code or output.
 - `main-signature`: `__main__.` in a rendered output, or an exported function annotated with a union (`Job|None`) of a
   class the notebook defines: show_doc prints such a union with its module, `__main__.Job | None`; quote it (`"Job|None"`).
 - `long-float`: a float in an output with more than 4 decimals (`0.949999988079071`): round what you print.
+- `wide-code`: a line of shown code wider than the page column: in a code cell the page shows (nbdev shows a code
+  cell unless it is exported with `#| export`, hidden, or `#| echo: false` / `#| include: false`) or in a fenced code
+  block of a markdown cell.
+- `unbacked-number`: a number in a markdown cell with a decimal point and 3+ significant digits (`0.735`, `48.8`) that no
+  output of the same notebook prints (rounded to the prose's decimals; a fraction printed as `0.735` backs `73.5`).
+  A number quoted from a paper or another page is marked as such: its paragraph names the source (`paper`, `reports`,
+  `reported`, `et al.`, `Table N`), or the cell carries the marker `<!-- quoted -->` (invisible on the page).
+  Code spans, LaTeX and link targets are not read.
+- `changelog-voice`: prose (markdown or an output) that narrates the project's history: "used to" (not "is used to"),
+  "earlier version", "for one release", "lived here", "before moving", "moved to `...`", "was renamed", "old name",
+  "load average". Pages describe what is.
+- `duplicate-cell`: two cells with the same source (30+ characters), or one sentence of 12+ words written twice.
+- `nonetype-signature`: an exported function (or the `__init__` of an exported class, or a method given to `show_doc`)
+  with a parameter that defaults to `None` and has no annotation: show_doc prints its type as `NoneType`
+  (`device:NoneType=None`). Annotate it, `device: str|None = None`. Also `NoneType` in a committed output.
+- `private-show-doc`: a show_doc entry for a dunder or private name: an explicit `show_doc(X.__call__)` or
+  `show_doc(_helper)`, or an exported top-level `def __getattr__` (nbdev documents top-level dunders; a module
+  `__getattr__` renders as "Call self as a function.").
+- `heading-showdoc`: a markdown cell with a heading `X` right before the cell that documents `X` (nbdev gives the
+  show_doc its own heading, so the page shows the name twice, one under the other).
 
-Exit status 1 when anything is reported. Usage: python tools/check_notebooks.py [--max-output N] [--max-width N] [--self-test] [paths...]
+The page column (`COLUMN`, 82 characters) is measured from the site's CSS: Quarto sets the root font size to 17px
+(`$font-size-root`), the floating-sidebar grid gives the body column `calc(800px - 3em)` = 749px once the window is
+wider than about 1350px (at 1400px every other track is at its maximum), code blocks and outputs use
+`$code-block-font-size` = 0.875em = 14.875px, and the widest monospace font of Bootstrap's stack (Menlo, DejaVu Sans
+Mono) advances 0.602em = 8.955px a character. A code block pads 0.4em (11.9px in all): (749 - 11.9) / 8.955 = 82.3.
+An output block is indented by nbs/styles.css (0.6rem margin + 2px border = 12.2px): (749 - 12.2) / 8.955 = 82.3.
+So 82 characters show without a scroll bar, in both.
+
+Notebooks in `TEMPORARY_EXEMPT[check]` are listed, not failed, for that check (for `wide-output` they still fail above
+the earlier limit of 110). The list is temporary: it holds the pages not yet brought up to the newer checks, and
+shrinks to empty. `--report FILE` writes every finding, exempted or not, per notebook and cell, as markdown.
+
+Exit status 1 when anything not exempted is reported.
+Usage: python tools/check_notebooks.py [--max-output N] [--max-width N] [--report FILE] [--self-test] [paths...]
 """
 import argparse, ast, json, re, sys
 from pathlib import Path
@@ -35,6 +68,178 @@ ABS_PATH = re.compile(r"(?:^|[\s'\"(=\[,:])(/(?:home|tmp|usr|work|var|opt|root|U
 LONG_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d{5,}(?![\d.])")
 LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+\S")
 FENCE = re.compile(r"^\s*(```|~~~)")
+COLUMN = 82          # characters the page column shows in a code block or an output (derivation in the docstring)
+LEGACY_WIDTH = 110   # the earlier output limit, still enforced on notebooks exempted from `wide-output`
+
+# Checks that the pages below do not pass yet; each list empties as its pages are fixed. Not failures, but listed
+# (and written by --report). Paths relative to the repository root.
+TEMPORARY_EXEMPT: dict[str, set[str]] = {
+    "wide-output": {"nbs/02_partition.ipynb", "nbs/06_normalization.ipynb", "nbs/16_generalization.ipynb",
+        "nbs/20_fednn.ipynb", "nbs/21_fedco.ipynb", "nbs/22_fraug.ipynb", "nbs/32_state_store.ipynb",
+        "nbs/33_flower.ipynb", "nbs/35_testing.ipynb", "nbs/40_experiment.ipynb", "nbs/42_cli.ipynb",
+        "nbs/43_reproduce.ipynb", "nbs/44_compare.ipynb", "nbs/45_sweep.ipynb", "nbs/46_bench.ipynb",
+        "nbs/47_study.ipynb", "nbs/tutorials/reproduce.ipynb"},
+    "wide-code": {"nbs/02_partition.ipynb", "nbs/06_normalization.ipynb", "nbs/15_domain_skew.ipynb",
+        "nbs/16_generalization.ipynb", "nbs/20_fednn.ipynb", "nbs/21_fedco.ipynb", "nbs/22_fraug.ipynb",
+        "nbs/30_simulation.ipynb", "nbs/31_batched.ipynb", "nbs/32_state_store.ipynb", "nbs/33_flower.ipynb",
+        "nbs/34_parallel.ipynb", "nbs/35_testing.ipynb", "nbs/40_experiment.ipynb", "nbs/41_deploy.ipynb",
+        "nbs/42_cli.ipynb", "nbs/43_reproduce.ipynb", "nbs/44_compare.ipynb", "nbs/45_sweep.ipynb",
+        "nbs/46_bench.ipynb", "nbs/47_study.ipynb", "nbs/tutorials/reproduce.ipynb"},
+    "unbacked-number": {"nbs/06_normalization.ipynb", "nbs/16_generalization.ipynb", "nbs/21_fedco.ipynb",
+        "nbs/22_fraug.ipynb", "nbs/31_batched.ipynb", "nbs/32_state_store.ipynb", "nbs/46_bench.ipynb",
+        "nbs/47_study.ipynb"},
+    "changelog-voice": {"nbs/20_fednn.ipynb", "nbs/31_batched.ipynb", "nbs/32_state_store.ipynb",
+        "nbs/33_flower.ipynb", "nbs/40_experiment.ipynb", "nbs/41_deploy.ipynb", "nbs/42_cli.ipynb",
+        "nbs/46_bench.ipynb", "nbs/91_speed.ipynb"},
+    "duplicate-cell": set(),
+    "nonetype-signature": {"nbs/02_partition.ipynb", "nbs/22_fraug.ipynb", "nbs/32_state_store.ipynb",
+        "nbs/33_flower.ipynb", "nbs/35_testing.ipynb", "nbs/40_experiment.ipynb", "nbs/43_reproduce.ipynb",
+        "nbs/44_compare.ipynb", "nbs/46_bench.ipynb"},
+    "private-show-doc": {"nbs/20_fednn.ipynb", "nbs/31_batched.ipynb", "nbs/32_state_store.ipynb",
+        "nbs/33_flower.ipynb", "nbs/42_cli.ipynb", "nbs/91_speed.ipynb"},
+    "heading-showdoc": {"nbs/33_flower.ipynb"},
+}
+
+PROSE_NUMBER = re.compile(r"(?<![\w.\-/])(\d+\.\d+)(?![\w]|\.\d)")
+ANY_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+QUOTED_MARK = "<!-- quoted -->"
+QUOTED_SOURCE = re.compile(r"\bpapers?\b|\breport(?:s|ed)?\b|\bet al\.|\bTable \d", re.I)
+CHANGELOG = re.compile(r"\bused to\b|\b(?:earlier|previous|older|old) versions?\b|\bfor one (?:more )?release\b|"
+                       r"\blived (?:here|there|in)\b|\bbefore moving\b|\bmoved (?:here|there|from\b|to `|into `)|"
+                       r"\bthat moved\b|\b(?:was|were|been|is) renamed\b|\brenamed (?:to|from|as)\b|\bold names?\b|\bload average\b", re.I)
+PASSIVE = {"is", "are", "was", "were", "be", "been", "being", "get", "gets", "got", "getting"}
+SHOW_DOC = re.compile(r"\bshow_doc\(\s*([\w.]+)")
+HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+
+def _strip_md(md: str) -> str:
+    "Markdown prose without code fences, code spans, LaTeX, HTML comments and link targets."
+    md = re.sub(r"^\s*(```|~~~).*?^\s*\1", "", md, flags=re.S | re.M)
+    md = re.sub(r"\$\$.*?\$\$", "", md, flags=re.S)
+    md = re.sub(r"(?<!\\)\$[^$\n]+\$", "", md)
+    md = re.sub(r"`[^`\n]*`", "", md)
+    md = re.sub(r"<!--.*?-->", "", md, flags=re.S)
+    return re.sub(r"\]\([^)\s]*\)", "]", md)
+
+def _sig_digits(num: str) -> int: return len(num.replace(".", "").lstrip("0"))
+
+def output_numbers(nb: dict) -> set[str]:
+    "Every number printed in a committed output of `nb` (text, markdown or HTML), as written."
+    found = set()
+    for c in nb["cells"]:
+        for o in c.get("outputs", []):
+            d = o.get("data", {})
+            text = "".join(o.get("text", "")) + "".join(d.get("text/plain", "")) + "".join(d.get("text/markdown", "")) + "".join(d.get("text/html", ""))
+            found |= set(ANY_NUMBER.findall(text))
+    return found
+
+def backed(num: str, printed: set[str]) -> bool:
+    "Whether prose number `num` is a printed number rounded to `num`'s decimals (or a printed fraction shown in %)."
+    decimals = len(num.split(".")[1]) if "." in num else 0
+    want = float(num)
+    for p in printed:
+        try: v = float(p)
+        except ValueError: continue
+        for x in (v, v * 100):
+            if abs(round(x, decimals) - want) < 10 ** -(decimals + 3): return True
+    return False
+
+def unbacked_numbers(md: str, printed: set[str]) -> list[str]:
+    "Numbers of 3+ significant digits in markdown `md` that no output backs, outside quoted paragraphs."
+    if QUOTED_MARK in md: return []
+    found = []
+    for para in re.split(r"\n\s*\n", _strip_md(md)):
+        if QUOTED_SOURCE.search(para): continue
+        found += [m.group(1) for m in PROSE_NUMBER.finditer(para) if _sig_digits(m.group(1)) >= 3
+                  and not VERSION_BEFORE.search(para[:m.start()]) and not backed(m.group(1), printed)]
+    return found
+
+def changelog_phrases(text: str) -> list[str]:
+    "History-telling phrases in `text` ('is used to' and 'used to' after a comma describe a use, not a past)."
+    found = []
+    for m in CHANGELOG.finditer(text):
+        if m.group(0).lower() == "used to":
+            before = text[:m.start()].rstrip()
+            prev = re.findall(r"[\w']+$", before)
+            if before.endswith(",") or (prev and prev[0].lower() in PASSIVE): continue
+        found.append(m.group(0))
+    return found
+
+def _sentences(md: str) -> list[str]:
+    return [" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+", _strip_md(md)) if len(s.split()) >= 12]
+
+def _directives(src: str) -> dict[str, str]:
+    return {m.group(1).lower(): m.group(2).strip() for m in re.finditer(r"^#\|\s*([\w-]+):?\s*(.*)$", src, re.M)}
+
+def code_shown(src: str) -> bool:
+    "Whether the docs site shows this code cell's source (not exported, hidden, echo: false or include: false)."
+    d = _directives(src)
+    if "hide" in d or d.get("echo", "").lower() == "false" or d.get("include", "").lower() == "false": return False
+    if {"export", "exporti", "default_exp"} & set(d) and "exports" not in d: return False
+    return True
+
+def _showdoc_targets(src: str) -> list[str]: return SHOW_DOC.findall(_code(src))
+
+def _auto_doc_defs(src: str) -> list[ast.AST]:
+    "Top-level definitions nbdev documents after an export cell: public names and dunders (its `_def_names`)."
+    d = _directives(src)
+    if not ({"export", "exports", "exec_doc"} & set(d)) or "hide" in d or d.get("include", "").lower() == "false": return []
+    try: tree = ast.parse(_code(src))
+    except SyntaxError: return []
+    return [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and (not n.name.startswith("_") or n.name.startswith("__"))]
+
+def _none_unannotated(fn) -> list[str]:
+    a = fn.args
+    pos = a.posonlyargs + a.args
+    pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + [(p, dflt) for p, dflt in zip(a.kwonlyargs, a.kw_defaults) if dflt is not None]
+    return [p.arg for p, dflt in pairs if p.annotation is None and isinstance(dflt, ast.Constant) and dflt.value is None]
+
+def nonetype_params(cells: list[str]) -> list[str]:
+    "`name(param)` for each documented signature whose parameter defaults to None without an annotation."
+    found, classes = [], {}
+    trees = []
+    for src in cells:
+        try: trees.append((src, ast.parse(_code(src))))
+        except SyntaxError: pass
+    for _, t in trees:
+        for n in ast.walk(t):
+            if isinstance(n, ast.ClassDef): classes[n.name] = n
+    for src, t in trees:
+        for n in _auto_doc_defs(src):
+            fns = [n] if not isinstance(n, ast.ClassDef) else [f for f in n.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+            found += [f"{n.name}({p})" for f in fns for p in _none_unannotated(f)]
+        for target in _showdoc_targets(src):
+            parts = target.split(".")
+            if len(parts) == 2 and parts[0] in classes:
+                for f in classes[parts[0]].body:
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == parts[1]:
+                        found += [f"{target}({p})" for p in _none_unannotated(f)]
+    return sorted(set(found), key=found.index)
+
+def private_docs(src: str) -> list[str]:
+    "Dunder or private names this cell puts on the page as show_doc entries."
+    names = [t for t in _showdoc_targets(src) if t.split(".")[-1].startswith("_")]
+    return names + [n.name for n in _auto_doc_defs(src) if n.name.startswith("__")]
+
+def documented_names(src: str) -> list[str]:
+    "Names whose show_doc heading this code cell puts on the page."
+    return [n.name for n in _auto_doc_defs(src)] + [t.split(".")[-1] for t in _showdoc_targets(src)]
+
+def heading_names(md: str) -> list[str]:
+    "The names the headings of markdown `md` give (backticks, emphasis and a trailing `()` dropped)."
+    return [re.sub(r"[`*]|\(\)$", "", m.group(1)).strip().split(".")[-1] for m in map(HEADING.match, _strip_fences(md).splitlines()) if m]
+
+def fenced_lines(md: str) -> list[str]:
+    "The lines inside the fenced code blocks of markdown `md`."
+    out, fenced = [], False
+    for line in md.splitlines():
+        if FENCE.match(line): fenced = not fenced; continue
+        if fenced: out.append(line)
+    return out
+
+def _strip_fences(md: str) -> str: return re.sub(r"^\s*(```|~~~).*?^\s*\1", "", md, flags=re.S | re.M)
+
+VERSION_BEFORE = re.compile(r"(?:==|>=|<=|~=|\bv|\b(?:version|python|flwr|flower|torch|pytorch|nbdev|quarto|numpy|release)\s*)$", re.I)
 
 def _code(src: str) -> str:
     "Cell source without notebook directives and shell/magic lines, for parsing."
@@ -78,8 +283,8 @@ def next_visible_shows_code(cells: list, i: int) -> bool:
         if _visible(c): return c["cell_type"] == "code"
     return False
 
-def output_problems(out: dict, text: str, max_width: int = 110) -> list[str]:
-    "Problems of one committed output whose shown text is `text`: stderr or warnings, paths, wide lines, __main__, long floats."
+def output_problems(out: dict, text: str, max_width: int = COLUMN) -> list[str]:
+    "Problems of one committed output whose shown text is `text`: stderr or warnings, paths, wide lines, __main__, long floats, NoneType, history."
     probs = []
     if out.get("output_type") == "stream" and out.get("name") == "stderr":
         probs.append(f"stderr-output: {text.strip()[:80]!r}: commit outputs without stderr (fix the warning's cause, or log to stdout)")
@@ -91,10 +296,13 @@ def output_problems(out: dict, text: str, max_width: int = 110) -> list[str]:
         "" if any(k in data for k in ("text/markdown", "text/html", "image/png")) else "".join(data.get("text/plain", "")))
     wide = [l for l in plain.splitlines() if len(l) > max_width]  # text shown as preformatted lines; markdown and HTML wrap
     if wide:
-        probs.append(f"wide-output: {len(wide)} line(s) wider than {max_width} characters ({wide[0][:40]!r}...): show a table or wrap")
+        widest = max(map(len, wide))
+        probs.append(f"wide-output: {len(wide)} line(s) wider than {max_width} characters (widest {widest}: {wide[0][:40]!r}...): show a table or wrap")
     if "__main__." in text: probs.append("main-signature: '__main__.' in a rendered output: define the type in an exported cell or set its __module__")
     m = LONG_FLOAT.search(text)
     if m: probs.append(f"long-float: {m.group(0)} has more than 4 decimals: round what you print")
+    if "NoneType" in text: probs.append("nonetype-signature: 'NoneType' in an output: annotate the parameter (`x: T|None = None`)")
+    for phrase in changelog_phrases(text): probs.append(f"changelog-voice: {phrase!r} in an output: print what is, not its history")
     return probs
 
 def main_unions(sources: list[str]) -> list[str]:
@@ -114,52 +322,120 @@ def main_unions(sources: list[str]) -> list[str]:
                 if any(isinstance(m, ast.Name) and m.id in own for u in unions for m in ast.walk(u)): found.append(f"{fn.name}({name})")
     return found
 
-def check_notebook(path: Path, max_output: int = 20_000, max_width: int = 110) -> list[str]:
-    "Problems found in one notebook, one line each."
+def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN) -> list[str]:
+    "Problems found in one notebook, one line each: `path: cell i: check: message`."
     nb, problems = json.loads(path.read_text()), []
+    cells = nb["cells"]
     draws, images = False, 0
-    for i, cell in enumerate(nb["cells"]):
+    printed = output_numbers(nb)
+    seen_cells, seen_sentences = {}, {}
+    for i, cell in enumerate(cells):
         src = "".join(cell.get("source", ""))
+        where = f"{path}: cell {i}"
+        key = (cell["cell_type"], " ".join(src.split()))
+        if len(key[1]) >= 30 and not src.lstrip().startswith("#| default_exp"):
+            if key in seen_cells: problems.append(f"{where}: duplicate-cell: the same source as cell {seen_cells[key]}: keep one")
+            else: seen_cells[key] = i
         if cell["cell_type"] == "markdown":
-            if INTERNAL.search(src): problems.append(f"{path}: cell {i}: internal-ref: cite the paper or the authors' code, not internal notes")
+            if INTERNAL.search(src): problems.append(f"{where}: internal-ref: cite the paper or the authors' code, not internal notes")
             line = list_without_blank(src)
-            if line: problems.append(f"{path}: cell {i}: list-no-blank: the list item {line!r} follows a paragraph line; put a blank line before the list")
-            if src.rstrip().endswith(":") and not next_visible_shows_code(nb["cells"], i):
-                problems.append(f"{path}: cell {i}: colon-hidden: the text ends in ':' but the next visible cell shows no code or output; show the cell or reword")
+            if line: problems.append(f"{where}: list-no-blank: the list item {line!r} follows a paragraph line; put a blank line before the list")
+            if src.rstrip().endswith(":") and not next_visible_shows_code(cells, i):
+                problems.append(f"{where}: colon-hidden: the text ends in ':' but the next visible cell shows no code or output; show the cell or reword")
+            fenced = [l for l in fenced_lines(src) if len(l) > max_width]
+            if fenced: problems.append(f"{where}: wide-code: {len(fenced)} line(s) of a code block wider than {max_width} characters ({fenced[0].strip()[:40]!r}...): wrap the line")
+            nums = unbacked_numbers(src, printed)
+            if nums: problems.append(f"{where}: unbacked-number: {', '.join(nums[:6])} not printed by any output of this notebook: print it from a cell, or mark it quoted (name the paper, or add {QUOTED_MARK})")
+            for phrase in changelog_phrases(_strip_md(src)):
+                problems.append(f"{where}: changelog-voice: {phrase!r}: describe what is, for a reader arriving today")
+            for s in _sentences(src):
+                if s in seen_sentences and seen_sentences[s] != i:
+                    problems.append(f"{where}: duplicate-cell: a sentence of cell {seen_sentences[s]} written again ({s[:50]!r}...): keep one")
+                seen_sentences.setdefault(s, i)
+            names = heading_names(src)
+            nxt = next((j for j in range(i + 1, len(cells)) if _visible(cells[j])), None)
+            if names and nxt is not None and cells[nxt]["cell_type"] == "code":
+                docs = documented_names("".join(cells[nxt].get("source", "")))
+                name = docs[0] if docs else None
+                if name in names:
+                    problems.append(f"{where}: heading-showdoc: the section heading {name!r} is followed at once by show_doc's own heading {name!r}: drop or rename the section heading")
             continue
         if cell["cell_type"] != "code": continue
         if docs_would_execute(src):
-            problems.append(f"{path}: cell {i}: docs-exec: imports beside other code; move the imports into an import cell")
+            problems.append(f"{where}: docs-exec: imports beside other code; move the imports into an import cell")
         if not EXPORT.search(src) and not NO_EVAL.search(src) and DRAWS.search(_code(src)): draws = True
+        if code_shown(src):
+            wide = [l for l in src.splitlines() if len(l) > max_width and not l.lstrip().startswith("#|")]
+            if wide: problems.append(f"{where}: wide-code: {len(wide)} shown code line(s) wider than {max_width} characters ({wide[0].strip()[:40]!r}...): wrap the line")
+        for name in private_docs(src):
+            problems.append(f"{where}: private-show-doc: {name!r} gets a show_doc entry: document public names only (a module __getattr__ belongs in an exporti cell)")
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                problems.append(f"{path}: cell {i}: error-output: {out.get('ename')}: commit the notebook executed without errors")
+                problems.append(f"{where}: error-output: {out.get('ename')}: commit the notebook executed without errors")
             data = out.get("data", {})
             images += any(k.startswith("image/") for k in data)
             text = "".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
             if text.startswith("<Figure size") and not any(k.startswith("image/") for k in data):
-                problems.append(f"{path}: cell {i}: figure-as-text: the figure was committed as text; add %matplotlib inline to the import cell and execute the notebook again")
-            if len(text) > max_output: problems.append(f"{path}: cell {i}: huge-output: {len(text)} characters (limit {max_output})")
+                problems.append(f"{where}: figure-as-text: the figure was committed as text; add %matplotlib inline to the import cell and execute the notebook again")
+            if len(text) > max_output: problems.append(f"{where}: huge-output: {len(text)} characters (limit {max_output})")
             shown = text + "".join(data.get("text/markdown", ""))
-            problems += [f"{path}: cell {i}: {msg}" for msg in output_problems(out, shown, max_width)]
-    for where in main_unions(["".join(c.get("source", "")) for c in nb["cells"] if c["cell_type"] == "code" and EXPORT.search("".join(c.get("source", "")))]):
+            problems += [f"{where}: {msg}" for msg in output_problems(out, shown, max_width)]
+    code_cells = ["".join(c.get("source", "")) for c in cells if c["cell_type"] == "code"]
+    for where in main_unions([s for s in code_cells if EXPORT.search(s)]):
         problems.append(f"{path}: main-signature: {where} is annotated with a union of a class this notebook defines; show_doc renders it as __main__.X: quote the annotation")
+    for where in nonetype_params(code_cells):
+        problems.append(f"{path}: nonetype-signature: {where} defaults to None without an annotation; show_doc prints NoneType: annotate it (`x: T|None = None`)")
     if draws and not images: problems.append(f"{path}: no-figure: a cell draws a figure but no image output is committed; execute the notebook and commit it")
     return problems
+
+FINDING = re.compile(r"^(?P<path>.+?\.ipynb): (?:cell (?P<cell>\d+): )?(?P<kind>[\w-]+): (?P<msg>.*)$")
+
+def is_exempt(finding: str) -> bool:
+    "Whether `finding` is for a check its notebook is temporarily exempt from (a wide-output beyond LEGACY_WIDTH never is)."
+    m = FINDING.match(finding)
+    if not m or m["kind"] not in TEMPORARY_EXEMPT: return False
+    path = Path(m["path"]).resolve()
+    try: rel = path.relative_to(Path(__file__).resolve().parent.parent).as_posix()
+    except ValueError: rel = m["path"]
+    if rel not in TEMPORARY_EXEMPT[m["kind"]]: return False
+    widest = re.search(r"\(widest (\d+)", m["msg"])
+    return not (m["kind"] == "wide-output" and widest and int(widest.group(1)) > LEGACY_WIDTH)
+
+def write_report(findings: list[str], files: list[Path], out: Path):
+    "Every finding, per notebook and cell, as markdown: failures first, then the exempted ones."
+    by_nb: dict[str, list[str]] = {}
+    for f in findings:
+        m = FINDING.match(f)
+        by_nb.setdefault(m["path"] if m else "?", []).append(f)
+    lines = [f"# Notebook check report", "", f"{len(findings)} findings in {len(by_nb)} of {len(files)} notebooks "
+             f"({sum(not is_exempt(f) for f in findings)} failing, {sum(map(is_exempt, findings))} temporarily exempt).", ""]
+    for nb in sorted(by_nb):
+        lines += [f"## {nb}", ""]
+        for f in by_nb[nb]:
+            m = FINDING.match(f)
+            cell = f"cell {m['cell']}" if m and m["cell"] else "notebook"
+            lines.append(f"- {cell}: **{m['kind'] if m else '?'}**{' (exempt)' if is_exempt(f) else ''}: {m['msg'] if m else f}")
+        lines.append("")
+    out.write_text("\n".join(lines))
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("paths", nargs="*", default=["nbs"])
     p.add_argument("--max-output", type=int, default=20_000)
-    p.add_argument("--max-width", type=int, default=110, help="widest output line the page column shows")
+    p.add_argument("--max-width", type=int, default=COLUMN, help="widest code or output line the page column shows")
+    p.add_argument("--report", type=Path, help="write every finding, per notebook and cell, to this markdown file")
     p.add_argument("--self-test", action="store_true", help="check that every check fires on a bad notebook and not on a good one")
     a = p.parse_args(argv)
     if a.self_test: return self_test()
     files = sorted(f for q in map(Path, a.paths) for f in ([q] if q.is_file() else q.rglob("*.ipynb"))
                    if not any(part.startswith((".", "_")) for part in f.parts))
-    problems = [msg for f in files for msg in check_notebook(f, a.max_output, a.max_width)]
-    print("\n".join(problems) or f"ok: {len(files)} notebooks")
-    return 1 if problems else 0
+    findings = [msg for f in files for msg in check_notebook(f, a.max_output, a.max_width)]
+    failing = [f for f in findings if not is_exempt(f)]
+    exempt = len(findings) - len(failing)
+    if a.report: write_report(findings, files, a.report)
+    print("\n".join(failing) or f"ok: {len(files)} notebooks")
+    if exempt: print(f"({exempt} findings on temporarily exempted notebooks; TEMPORARY_EXEMPT in {Path(__file__).name}; --report FILE lists them)")
+    return 1 if failing else 0
 
 def _nb(*cells) -> dict:
     "A notebook of `cells`: ('md', text) or ('code', source, outputs)."
@@ -187,6 +463,34 @@ SELF_TESTS = {
                         _nb(("code", "#| export\nclass Job: pass\ndef f(x: int) -> \"Job|None\": pass\ndef g(t: int|None) -> Job: pass"))),
     "docs-exec": (_nb(("code", "import torch\ntorch.set_num_threads(1)")), _nb(("code", "import torch"), ("code", "torch.set_num_threads(1)"))),
     "long-float": (_nb(("code", "acc", [_res("0.949999988079071")])), _nb(("code", "acc", [_res("0.95")]))),
+    "wide-output ": (_nb(("code", "print(row)", [_out("fedbn " + "0.8840 " * 12 + "\n")])), _nb(("code", "print(row)", [_out("fedbn " + "0.8840 " * 6 + "\n")]))),
+    "wide-code": (_nb(("code", "r = run(RunConfig(algo='fedbn', dataset='digits5', rounds=5, seed=0, clients_per_round=4, lr=0.01))")),
+                  _nb(("code", "r = run(RunConfig(algo='fedbn', dataset='digits5', rounds=5, seed=0,\n                  clients_per_round=4, lr=0.01))"),
+                      ("code", "#| export\ndef f(): return 'an exported cell shows its show_doc, not its source, so its width is free ....'"))),
+    "wide-code ": (_nb(("md", "Run:\n\n```sh\nfednbs run --algo fedbn --data digits3 --data-dir DATA --data-option holdout=mnistm  # unseen MNIST-M\n```")),
+                   _nb(("md", "Run:\n\n```sh\n# unseen MNIST-M\nfednbs run --algo fedbn --data digits3 --data-dir DATA \\\n  --data-option holdout=mnistm\n```"))),
+    "unbacked-number": (_nb(("md", "The fused model ends at 0.711."), ("code", "acc", [_res("{'fused': 0.85}")])),
+                        _nb(("md", "The fused model ends at 0.850, the online one at 73.5 %."), ("code", "acc", [_res("{'fused': 0.8501, 'online': 0.735}")]),
+                            ("md", "The paper reports 88.43 for FedBN."), ("md", "<!-- quoted -->\nThe bench page measured 48.8 s."),
+                            ("md", "Python 3.10 or later; `lr=0.125`; $\\tau = 0.333$."))),
+    "changelog-voice": (_nb(("md", "A checkpoint used to hold every client's state; `f` lived here before moving to `fednbs.bench`.")),
+                        _nb(("md", "A checkpoint holds the clients that trained; the split is used to cut pools, and the weights moved in K steps."))),
+    "changelog-voice ": (_nb(("code", "bench()", [_out("48.8 s (load average about 10)\n")])), _nb(("code", "bench()", [_out("48.8 s\n")]))),
+    "duplicate-cell": (_nb(("code", "test_eq(split(10, 3, seed=0), split(10, 3, seed=0))"), ("code", "test_eq(split(10, 3, seed=0), split(10, 3, seed=0))")),
+                       _nb(("code", "test_eq(split(10, 3, seed=0), split(10, 3, seed=0))"), ("code", "test_eq(split(10, 4, seed=0), split(10, 4, seed=0))"))),
+    "duplicate-cell ": (_nb(("md", "The DigitModel splits into a feature extractor and a classifier head of two linear layers."),
+                         ("md", "Note. The DigitModel splits into a feature extractor and a classifier head of two linear layers.")),
+                        _nb(("md", "The DigitModel splits into a feature extractor and a classifier head of two linear layers."), ("md", "Note."))),
+    "nonetype-signature": (_nb(("code", "#| export\ndef train(model, device=None, steps: int = 1): pass")),
+                           _nb(("code", "#| export\ndef train(model, device: str|None = None, steps: int = 1): pass\ndef _helper(x=None): pass"))),
+    "nonetype-signature ": (_nb(("code", "#| export\nclass Task:\n    def __init__(self, root=None): pass\n    def fit(self, x=None): pass"), ("code", "show_doc(Task.fit)")),
+                            _nb(("code", "#| export\nclass Task:\n    def __init__(self, root: str|None = None): pass\n    def fit(self, x: int|None = None): pass"), ("code", "show_doc(Task.fit)"))),
+    "nonetype-signature  ": (_nb(("code", "show_doc(f)", [{"output_type": "display_data", "metadata": {}, "data": {"text/markdown": "f(x:NoneType=None)"}}])),
+                             _nb(("code", "show_doc(f)", [{"output_type": "display_data", "metadata": {}, "data": {"text/markdown": "f(x:int|None=None)"}}]))),
+    "private-show-doc": (_nb(("code", "show_doc(Engine.__call__)"), ("code", "#| export\ndef __getattr__(name): return find(name)")),
+                         _nb(("code", "show_doc(Engine.run)"), ("code", "#| exporti\ndef __getattr__(name): return find(name)"))),
+    "heading-showdoc": (_nb(("md", "## FedBN\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass")),
+                        _nb(("md", "## Local BatchNorm\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass"))),
 }
 
 def self_test() -> int:
