@@ -13,20 +13,22 @@ from torch import nn
 from .core import *
 from .data import FederatedData, CropFlip
 from .models import SplitModel, flat_dim
-from .datasets import (Domain, DIGITS5, IMAGENET_MEAN, IMAGENET_STD, build_federated, data_root, missing, partition_options,
-                             pick_domains, read_npz, read_mnist_raw, read_usps_raw, read_mat_pair, check_images, read_images,
-                             _image_files)
+from .datasets import (Domain, DIGITS5, IMAGENET_MEAN, IMAGENET_STD, build_federated,
+                             data_root, missing, partition_options, pick_domains, read_npz,
+                             read_mnist_raw, read_usps_raw, read_mat_pair, check_images,
+                             read_images, _image_files)
 import fednbs.personalized   # FedRep, which a preset names
-from .domain_skew import fairness_std   # also registers FPL, FedHEAL and resnet10
+from .domain_skew import fairness_std   # also registers FPL, FedHEAL, resnet10
 
 # %% ../nbs/17_protocols.ipynb #1ee5e145
 HUANG_DIGITS = ("mnist", "usps", "svhn", "syn")
-_HUANG_GET = ("huang_digits reads <data_dir>/digits/{mnist,usps,svhn,syn}.npz (uint8 NHWC x_train, y_train, x_test, y_test), "
-              "else MNIST, USPS and SVHN as for the digits dataset and SYN as <data_dir>/syn/{train,val}/<class>/*.png; "
-              "pass --data-dir to the folder that holds them")
+_HUANG_GET = ("huang_digits reads <data_dir>/digits/{mnist,usps,svhn,syn}.npz (uint8 NHWC "
+              "x_train, y_train, x_test, y_test), else MNIST, USPS and SVHN as for the digits "
+              "dataset and SYN as <data_dir>/syn/{train,val}/<class>/*.png; pass --data-dir "
+              "to the folder that holds them")
 
 def _image_folder_split(folder: Path) -> tuple|None:
-    "Images and labels of `<folder>/{train,val}/<digit>/*` (the SYN layout of the authors' code), or None when absent."
+    "SYN as the authors' code reads it: images and labels of `<folder>/{train,val}/<digit>/*`."
     out = []
     for split in ("train", "val"):
         root = folder / split
@@ -34,48 +36,62 @@ def _image_folder_split(folder: Path) -> tuple|None:
         files, y = [], []
         for sub in sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit()):
             fs = _image_files(sub); files += fs; y += [int(sub.name)] * len(fs)
-        check(len(files) > 0, f"{root} holds no images in digit folders 0-9", "lay SYN out as <data_dir>/syn/{train,val}/<digit>/*.png")
+        check(len(files) > 0, f"{root} holds no images in digit folders 0-9",
+              "lay SYN out as <data_dir>/syn/{train,val}/<digit>/*.png")
         out += [read_images(files, 32), np.array(y, np.int64)]
     return tuple(out)
 
 def read_official_split(d: str, # mnist, usps, svhn or syn
                         root: Path, verify: bool = True) -> tuple:
-    "Domain `d`'s official (train images, labels, test images, labels): from `<root>/digits/<d>.npz`, else the original files."
+    "Domain `d`'s official (train x, y, test x, y): `<root>/digits/<d>.npz`, else the originals."
     p = root / "digits" / f"{d}.npz"
     if p.is_file():
         z = read_npz(p, ("x_train", "y_train", "x_test", "y_test"), _HUANG_GET)
         r = (z["x_train"], z["y_train"], z["x_test"], z["y_test"])
     elif d == "mnist": r = read_mnist_raw(root, verify)
     elif d == "usps": r = read_usps_raw(root / DIGITS5["usps"], verify)
-    elif d == "svhn": r = read_mat_pair(root / DIGITS5["svhn"], "train_32x32.mat", "test_32x32.mat", verify)
+    elif d == "svhn":
+        r = read_mat_pair(root / DIGITS5["svhn"], "train_32x32.mat", "test_32x32.mat", verify)
     else: r = _image_folder_split(root / "syn")
-    if r is None: raise missing(f"huang_digits domain {d}", f"{p} and the original files", _HUANG_GET)
-    for x, y, s in ((r[0], r[1], "train"), (r[2], r[3], "test")): check_images(x, y, f"{d} {s} split", 10)
+    if r is None: raise missing(f"huang_digits domain {d}", f"{p} and the originals", _HUANG_GET)
+    for x, y, s in ((r[0], r[1], "train"), (r[2], r[3], "test")):
+        check_images(x, y, f"{d} {s} split", 10)
     return tuple(r)
 
 # %% ../nbs/17_protocols.ipynb #51685cd5
-HUANG_AUGMENTATIONS = {"crop": "random 32 px crop after 4 px zero padding (FedHEAL)", "cropflip": "the same + horizontal flip (FPL)"}
+HUANG_AUGMENTATIONS = {"crop": "random 32 px crop after 4 px zero padding (FedHEAL)",
+                       "cropflip": "the same + horizontal flip (FPL)"}
 
-@DATASETS.register("huang_digits", "FPL's and FedHEAL's Digits: MNIST, USPS, SVHN, SYN, 5 clients per domain with 1 % each, "
-                   "full test sets, 32x32, ImageNet normalisation")
-def load_huang_digits(data_dir=None, seed: int = 0, size: int = 32, domains=None,
-                      percent: float = 0.01, # fraction of its domain's training set each client holds
+@DATASETS.register("huang_digits", "FPL's and FedHEAL's Digits: MNIST, USPS, SVHN, SYN, 5 clients "
+                   "per domain with 1 % each, full test sets, 32x32, ImageNet normalisation")
+def load_huang_digits(data_dir: str|Path|None = None, seed: int = 0, size: int = 32,
+                      domains: str|list|None = None, # a subset of mnist, usps, svhn, syn
+                      percent: float = 0.01, # fraction of its domain each client holds
                       augmentation: str = "crop", # crop (FedHEAL) or cropflip (FPL)
                       verify: bool = True, **options) -> FederatedData:
-    "The Huang-Ye Digits protocol: disjoint `percent` shares of each domain's training set, every client tested on its domain's full test set."
-    check(0 < percent <= 1, f"percent must be in (0, 1] (got {percent})", "e.g. percent=0.01, the papers' 1 %")
-    check(augmentation in HUANG_AUGMENTATIONS, f"unknown augmentation '{augmentation}'", f"choose one of: {', '.join(HUANG_AUGMENTATIONS)}")
-    check(isinstance(size, int) and size >= 8, f"size must be an integer of at least 8 (got {size})", "e.g. size=32")
-    o = partition_options("huang_digits", load_huang_digits, options, clients_per_domain=5, test="full")
+    "The Huang-Ye Digits protocol: disjoint `percent` shares, each domain's full test set."
+    check(0 < percent <= 1, f"percent must be in (0, 1] (got {percent})",
+          "e.g. percent=0.01, the papers' 1 %")
+    check(augmentation in HUANG_AUGMENTATIONS, f"unknown augmentation '{augmentation}'",
+          f"choose one of: {', '.join(HUANG_AUGMENTATIONS)}")
+    check(isinstance(size, int) and size >= 8,
+          f"size must be an integer of at least 8 (got {size})", "e.g. size=32")
+    o = partition_options("huang_digits", load_huang_digits, options, clients_per_domain=5,
+                          test="full")
     root = data_root(data_dir); names = pick_domains("huang_digits", domains, HUANG_DIGITS)
-    cpd = int(o["num_clients"]) // len(names) if o.get("num_clients") else int(o["clients_per_domain"])
-    check(cpd * percent <= 1, f"{cpd} clients per domain cannot each hold a disjoint {percent:.0%} of it", "lower percent or the clients per domain")
-    o["percent"], o["budget"] = cpd * percent, None   # of each client's 1/cpd share: `percent` of the whole domain
+    cpd = (int(o["num_clients"]) // len(names) if o.get("num_clients")
+           else int(o["clients_per_domain"]))
+    check(cpd * percent <= 1,
+          f"{cpd} clients per domain cannot each hold a disjoint {percent:.0%} of it",
+          "lower percent or the clients per domain")
+    o["percent"], o["budget"] = cpd * percent, None   # of a 1/cpd share: `percent` of the domain
     doms = [Domain.from_arrays(d, *read_official_split(d, root, verify)) for d in names]
     aug = CropFlip(pad=4, flip=augmentation == "cropflip")
-    return build_federated("huang_digits", doms, seed, o, 10, [str(i) for i in range(10)], size, IMAGENET_MEAN, IMAGENET_STD, aug,
-                           notes=f"Huang-Ye Digits protocol: {cpd} clients per domain, {percent:.0%} of the domain each, full test sets, "
-                                 f"{size}px, ImageNet normalisation, {HUANG_AUGMENTATIONS[augmentation]}")
+    notes = (f"Huang-Ye Digits protocol: {cpd} clients per domain, {percent:.0%} of the domain "
+             f"each, full test sets, {size}px, ImageNet normalisation, "
+             f"{HUANG_AUGMENTATIONS[augmentation]}")
+    return build_federated("huang_digits", doms, seed, o, 10, [str(i) for i in range(10)], size,
+                           IMAGENET_MEAN, IMAGENET_STD, aug, notes=notes)
 
 # %% ../nbs/17_protocols.ipynb #ef0285bc
 def domain_of(client: str) -> str:
@@ -84,53 +100,69 @@ def domain_of(client: str) -> str:
     return head if head and tail.isdigit() else client
 
 def domain_accuracies(per_client: dict) -> dict:
-    "`{domain: mean accuracy of its clients}` of a run's `{client: accuracy}` (e.g. `summary.json`'s `per_client`)."
+    "`{domain: mean accuracy of its clients}` of a run's `{client: accuracy}` (`per_client`)."
     groups = {}
     for c, a in per_client.items():
         if a is not None: groups.setdefault(domain_of(c), []).append(a)
     return {d: sum(v) / len(v) for d, v in groups.items()}
 
-def domain_std(per_client: dict, ddof: int = 1) -> float|None: # ddof 1: FedHEAL's code; 0: the population std
-    "FedHEAL's fairness figure over domains: `fairness_std` of the per-domain accuracies; None for one domain."
+def domain_std(per_client: dict,
+               ddof: int = 1 # 1: FedHEAL's code; 0: the population std
+              ) -> float|None:
+    "FedHEAL's fairness figure: `fairness_std` of the per-domain accuracies (None: one domain)."
     accs = domain_accuracies(per_client)
     return fairness_std(accs, ddof) if len(accs) > ddof else None
 
 # %% ../nbs/17_protocols.ipynb #7cf82b71
-_HUANG = dict(data="huang_digits", model="resnet10", local_epochs=10, batch_size=64, momentum=0.9, weight_decay=1e-5,
-              lr_decay=1.0, weighting="samples", sampling="all", report="last")
+_HUANG = dict(data="huang_digits", model="resnet10", local_epochs=10, batch_size=64,
+              momentum=0.9, weight_decay=1e-5, lr_decay=1.0, weighting="samples",
+              sampling="all", report="last")
+_HUANG_DATA = {"clients_per_domain": 5, "percent": 0.01}
 HUANG_PRESETS = [
-    ("fpl-digits", "FPL on the Huang-Ye Digits protocol (FPL paper, Table 1: MNIST, USPS, SVHN, SYN; last round, mean over domains)",
+    ("fpl-digits", "FPL on the Huang-Ye Digits protocol (FPL paper, Table 1: MNIST, USPS, "
+                   "SVHN, SYN; last round, mean over domains)",
      dict(_HUANG, algo="fpl", rounds=100, lr=0.01, algo_params={"proto_tau": 0.02},
-          data_options={"clients_per_domain": 5, "percent": 0.01, "augmentation": "cropflip"})),
-    ("fedheal-digits", "FedHEAL on the Huang-Ye Digits protocol (FedHEAL paper, Table 1; last round, mean and std over domains)",
-     dict(_HUANG, algo="fedheal", rounds=200, lr=0.001, algo_params={"heal_tau": 0.3, "heal_beta": 0.4},
-          data_options={"clients_per_domain": 5, "percent": 0.01, "augmentation": "crop"})),
-    ("fplheal-digits", "FPL + FedHEAL on the Huang-Ye Digits protocol (FedHEAL paper, Table 1; last round, mean and std over domains)",
-     dict(_HUANG, algo="fplheal", rounds=200, lr=0.001, algo_params={"proto_tau": 0.02, "heal_tau": 0.3, "heal_beta": 0.4},
-          data_options={"clients_per_domain": 5, "percent": 0.01, "augmentation": "crop"})),
+          data_options={**_HUANG_DATA, "augmentation": "cropflip"})),
+    ("fedheal-digits", "FedHEAL on the Huang-Ye Digits protocol (FedHEAL paper, Table 1; "
+                       "last round, mean and std over domains)",
+     dict(_HUANG, algo="fedheal", rounds=200, lr=0.001,
+          algo_params={"heal_tau": 0.3, "heal_beta": 0.4},
+          data_options={**_HUANG_DATA, "augmentation": "crop"})),
+    ("fplheal-digits", "FPL + FedHEAL on the Huang-Ye Digits protocol (FedHEAL paper, "
+                       "Table 1; last round, mean and std over domains)",
+     dict(_HUANG, algo="fplheal", rounds=200, lr=0.001,
+          algo_params={"proto_tau": 0.02, "heal_tau": 0.3, "heal_beta": 0.4},
+          data_options={**_HUANG_DATA, "augmentation": "crop"})),
 ]
 
 # %% ../nbs/17_protocols.ipynb #a6d6ee27
-@MODELS.register("cnn_fedrep", "FedRep's CIFAR CNN (2 conv + FC 120-64-C, no norms), 32x32 images")
-def FedRepCNN(num_classes: int = 10, input_shape=(3, 32, 32), norm: str|None = None) -> SplitModel:
-    "FedRep's CIFAR CNN: conv(64,5)-ReLU-pool ×2, then FC 120-64-C (head: the last linear layer, as FedRep splits it)."
-    check(norm in (None, "none"), f"cnn_fedrep has no normalisation layers to set to '{norm}'", "leave --norm unset")
+@MODELS.register("cnn_fedrep", "FedRep's CIFAR CNN (2 conv + FC 120-64-C, no norms), 32x32")
+def FedRepCNN(num_classes: int = 10, input_shape: tuple = (3, 32, 32),
+              norm: str|None = None) -> SplitModel:
+    "FedRep's `CNNCifar`: conv(64,5)-ReLU-pool ×2, FC 120-64-C; its head is the last layer."
+    check(norm in (None, "none"), f"cnn_fedrep has no normalisation layers to set to '{norm}'",
+          "leave --norm unset")
     features = nn.Sequential(nn.Conv2d(input_shape[0], 64, 5), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(64, 64, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
     d = flat_dim(features, input_shape)
-    return SplitModel(features, nn.Sequential(nn.Linear(d, 120), nn.ReLU(), nn.Linear(120, 64), nn.ReLU(), nn.Linear(64, num_classes)))
+    head = nn.Sequential(nn.Linear(d, 120), nn.ReLU(), nn.Linear(120, 64), nn.ReLU(),
+                         nn.Linear(64, num_classes))
+    return SplitModel(features, head)
 
 # %% ../nbs/17_protocols.ipynb #1a390e63
 BASELINE_PRESETS = HUANG_PRESETS + [
-    ("fedrep-cifar10", "FedRep on CIFAR-10, 100 clients with 2 classes each (FedRep paper, Table 1; pooled accuracy, "
-     "mean of the last 10 rounds)",
-     dict(algo="fedrep", data="cifar10", model="cnn_fedrep", rounds=100, batch_size=10, lr=0.01, momentum=0.5, weight_decay=1e-4,
-          lr_decay=1.0, sampling="fraction", fraction=0.1, weighting="samples", report="tail_mean", report_window=10,
+    ("fedrep-cifar10", "FedRep on CIFAR-10, 100 clients with 2 classes each (FedRep paper, "
+                       "Table 1; pooled accuracy, mean of the last 10 rounds)",
+     dict(algo="fedrep", data="cifar10", model="cnn_fedrep", rounds=100, batch_size=10,
+          lr=0.01, momentum=0.5, weight_decay=1e-4, lr_decay=1.0, sampling="fraction",
+          fraction=0.1, weighting="samples", report="tail_mean", report_window=10,
           algo_params={"head_epochs": 10, "body_epochs": 1, "final_head_epochs": 0},
-          data_options={"num_clients": 100, "partition": "labeluni", "classes_per_client": 2, "budget": 500})),
-    ("fedwon-digits", "FedWon on Digits-Five (FedWon paper, FedBN's protocol and settings with the model in FedWon form)",
-     dict(algo="fedavg", norm="fedwon", data="digits", model="digitmodel", rounds=100, local_epochs=1, batch_size=32, lr=0.01,
-          weighting="uniform")),
+          data_options={"num_clients": 100, "partition": "labeluni",
+                        "classes_per_client": 2, "budget": 500})),
+    ("fedwon-digits", "FedWon on Digits-Five (FedWon paper: FedBN's protocol and settings, "
+                      "the model in FedWon form)",
+     dict(algo="fedavg", norm="fedwon", data="digits", model="digitmodel", rounds=100,
+          local_epochs=1, batch_size=32, lr=0.01, weighting="uniform")),
 ]
-for _name, _doc, _settings in BASELINE_PRESETS:
-    if PRESETS.get(_name) != _settings: register_preset(_name, _doc, **_settings)   # importing the module again files nothing twice
+for _name, _doc, _settings in BASELINE_PRESETS:   # importing again files nothing twice
+    if PRESETS.get(_name) != _settings: register_preset(_name, _doc, **_settings)
