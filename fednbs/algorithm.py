@@ -131,12 +131,20 @@ def _comments_of(cls) -> dict[str, str]:
         i = min(starts, key=lambda i: abs(i + 1 - f.f_lineno))      # the nearest statement of that name
         indent, j = len(lines[i]) - len(lines[i].lstrip()), i + 1
         while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > indent): j += 1
-        src = textwrap.dedent("".join(lines[i:j]))
-        body = ast.parse(src).body[0].body
-        notes = {t.start[0]: t.string.lstrip("#").strip() for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type == tokenize.COMMENT}
+        return _annotation_comments(textwrap.dedent("".join(lines[i:j])))
     except Exception: return {}                                     # no source (a class made by `type()`): no help texts
+
+def _annotation_comments(src: str) -> dict[str, str]:
+    "`{attribute: its trailing comment}` of the annotated attributes of the class statement `src`."
+    body = ast.parse(src).body[0].body
+    notes = {t.start[0]: t.string.lstrip("#").strip() for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type == tokenize.COMMENT}
     return {n.target.id: notes.get(n.end_lineno, notes.get(n.lineno, "")) for n in body
             if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+
+def _mixin_comments(klass) -> dict[str, str]:
+    "The help texts of a parent that is not an `Algorithm` (a mixin such as FedHEAL's server step), read from its source."
+    try: return _annotation_comments(textwrap.dedent(inspect.getsource(klass)))
+    except Exception: return {}                                     # no source file (a class typed at a prompt)
 
 def _typed(owner: str, name: str, typ: type, value):
     "`value` as a default of hyper-parameter `name` of type `typ` (an int given for a float becomes a float)."
@@ -159,7 +167,7 @@ def _merged_hparams(cls) -> dict[str, HParam]:
     "Declarations along the class hierarchy, base first: a subclass adds names, redeclares them, or reassigns a default (`mu = 0.1`)."
     out = {}
     for klass in reversed(cls.__mro__):
-        own = klass.__dict__.get("_own_hparams") if "_own_hparams" in klass.__dict__ else _own_hparams(klass)
+        own = klass.__dict__.get("_own_hparams") if "_own_hparams" in klass.__dict__ else _own_hparams(klass, _mixin_comments(klass))
         for k, s in out.items():                                     # a plain assignment keeps the help and the type
             if k in klass.__dict__ and k not in own and not isinstance(klass.__dict__[k], (property, Callable)):
                 out[k] = s._replace(default=_typed(klass.__name__, k, s.type, klass.__dict__[k]))
