@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser',
            'config_from_args', 'config_plugins', 'read_config_file', 'attribute', 'check_resume_flags', 'run_config',
-           'doc_row', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'main']
+           'doc_row', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'main', 'interrupted_advice']
 
 # %% ../nbs/42_cli.ipynb #168ce380
 import argparse, ast, os, sys, logging, threading
@@ -149,18 +149,21 @@ def config_plugins(path: str) -> list[str]:
     "The plugins the config file `path` names (none when it names none or cannot be read: `read_config_file` says why)."
     p = Path(path)
     try: d = json.loads(p.read_text()) if p.suffix.lower() == ".json" else tomllib.loads(p.read_text())
-    except (OSError, ValueError, UnicodeDecodeError): return []
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError): return []
     try: return _file_plugins(p, d.get("plugins") or []) if isinstance(d, dict) else []
     except FednbsError: return []
 
 def read_config_file(path: str, recorded: bool = False) -> tuple[dict, dict]: # recorded: a run's own config.json (a plugin that is gone is named only if the run needs it)
     "The settings in the TOML or JSON file `path` and where each came from: `(settings, {flag: 'FILE, key KEY'})`; its plugins loaded."
     p = Path(path)
+    check(not p.is_dir(), f"config file {path} is a folder", f"pass --config with a .toml or .json file (a run's config.json is one: {p / 'config.json'})")
     check(p.is_file(), f"config file {path} does not exist", "pass --config with a .toml or .json file (a run's config.json is one)")
     kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
     try: d = json.loads(p.read_text()) if kind == "JSON" else tomllib.loads(p.read_text())
+    except OSError as e: raise FednbsError(f"cannot read config file {path} ({e.strerror}); check the file and its permissions") from None
+    except RecursionError: raise FednbsError(f"{path} nests its tables too deeply to be a file of settings; fix the file (settings are name = value lines)") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise FednbsError(f"{path} is not valid {kind} ({str(e).splitlines()[0]}); fix the file, or write TOML in a .toml file, JSON in a .json file") from None
+        raise FednbsError(f"{path} is not valid {kind} ({(str(e).splitlines() or [''])[0]}); fix the file, or write TOML in a .toml file, JSON in a .json file") from None
     check(isinstance(d, dict), f"{path} holds no table of settings", "write one setting per line, e.g. rounds = 5")
     out, origins = {"algo_params": {}, "data_options": {}}, {}
     if d.get("plugins"):                        # loaded first: their algorithms' hyper-parameters are keys too
@@ -343,9 +346,22 @@ def main(argv: list[str]|None = None) -> int:
     except FednbsError as e:
         print(f"fednbs: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:
-        print("fednbs: interrupted; rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)", file=sys.stderr)
+        print(f"fednbs: interrupted; {interrupted_advice(argv)}", file=sys.stderr)
         leave_now_if_busy(130)
         return 130
+    except OSError as e:   # a file fednbs could not read or write, where no check named it first
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"fednbs: error: cannot use{where} ({e.strerror or e}); free space on its disk or fix its permissions, then run the same command again", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("fednbs: error: an input nests too deeply to be read (a config or data file); fix that file", file=sys.stderr); return 2
+
+def interrupted_advice(argv: list[str]) -> str:
+    "What to do after Ctrl-C: a run continues with --resume; a sweep, a study and the commands that run many keep what finished when run again."
+    command = next((a for a in argv if not a.startswith("-")), "run")
+    if command == "run":
+        return "rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)"
+    return f"run the same fednbs {command} command again: what finished is kept and the unfinished runs resume"
 
 # %% ../nbs/42_cli.ipynb #af1b64af
 def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module
