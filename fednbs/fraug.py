@@ -79,17 +79,17 @@ def update_prototypes(proto: Tensor, u: Tensor, y: Tensor, rate: float) -> Tenso
 # %% ../nbs/22_fraug.ipynb #733f773c
 NOISES = ("uniform", "gaussian")
 
-def sample_noise(n: int, dim: int, kind: str = "uniform", device=None) -> Tensor:
+def sample_noise(n: int, dim: int, kind: str = "uniform", device: torch.device|str|None = None) -> Tensor:
     "`n` latent vectors of size `dim`: U[0,1) (code) or N(0, I) (paper)."
     check(kind in NOISES, f"unknown noise '{kind}'", "use uniform or gaussian")
     return torch.rand(n, dim, device=device) if kind == "uniform" else torch.randn(n, dim, device=device)
 
-def class_cycle(n: int, start: int, num_classes: int, device=None) -> Tensor:
+def class_cycle(n: int, start: int, num_classes: int, device: torch.device|str|None = None) -> Tensor:
     "Labels start, start+1, … (mod C), `n` of them: FRAug's class-balanced label batch."
     return (start + torch.arange(n, device=device)) % num_classes
 
 # %% ../nbs/22_fraug.ipynb #f259045b
-def next_batch(cursor: dict, n: int, batch_size: int, device=None) -> Tensor:
+def next_batch(cursor: dict, n: int, batch_size: int, device: torch.device|str|None = None) -> Tensor:
     "Indices of the next mini-batch from the persistent `cursor` {'perm', 'pos'} (updated in place); reshuffles when exhausted."
     check(n >= 2, f"a client has {n} training images", "give every client at least 2")
     while True:

@@ -44,7 +44,7 @@ TABLE_DATA = {  # dataset -> common flags, the rounds of the committed table, fl
 def table_commands(data: str, # a key of `TABLE_DATA`
                    seeds=(0, 1, 2), rounds: int|None = None, # None: the rounds of the committed table
                    out: str = "runs/table", # runs go to out/<data>/<row>/s<seed>
-                   data_dir: str|None = None, device: str = "auto", methods=None) -> list[tuple[str, int, list[str]]]:
+                   data_dir: str|None = None, device: str = "auto", methods: list[str]|None = None) -> list[tuple[str, int, list[str]]]:
     "The `fednbs` argument lists of every (row, seed) run of the comparison table on `data`."
     check(data in TABLE_DATA, f"no comparison table for '{data}'", f"choose one of: {', '.join(TABLE_DATA)}")
     spec = TABLE_DATA[data]; rounds = rounds or spec["rounds"]; out_cmds = []
@@ -142,15 +142,16 @@ def preset_commands(name: str, # a preset name (see `fednbs reproduce`)
     return [["run", "--preset", name, "--seed", str(s), "--device", device, "--out", f"{out}/{name}/s{s}", *report]
             + (["--data-dir", data_dir] if data_dir else []) for s in seeds]
 
-def reproduce_text() -> str:
+def reproduce_text(width: int = 80, # wrap every line to at most this many columns
+                  ) -> str:
     "What `fednbs reproduce` lists: every paper preset with the table it reproduces, then the comparison tables."
     from fednbs.experiment import load_plugins
     load_plugins()
     out = ["paper experiments (fednbs reproduce NAME prints the commands, --run runs them):"]
     w = max([len(n) for n in PRESETS] + [16]) + 2
-    out += [doc_row(n, PRESET_DOCS[n], w + 2) for n in sorted(PRESETS)]
+    out += [doc_row(n, PRESET_DOCS[n], w + 2, width) for n in sorted(PRESETS)]
     out += ["", "comparison tables of every method (fednbs reproduce table-<data>):"]
-    out += [doc_row('table-' + d, f"{', '.join(TABLE_METHODS)} on {d}, {s['rounds']} rounds, seeds 0-2", w + 2) for d, s in TABLE_DATA.items()]
+    out += [doc_row('table-' + d, f"{', '.join(TABLE_METHODS)} on {d}, {s['rounds']} rounds, seeds 0-2", w + 2, width) for d, s in TABLE_DATA.items()]
     return "\n".join(out)
 
 # %% ../nbs/43_reproduce.ipynb #10341f4b
@@ -201,7 +202,7 @@ def reproduce_command(ns) -> int:
         argvs = [a for _, _, a in table_commands(ns.name[6:], seeds, ns.rounds, f"{ns.out}/table", ns.data_dir, ns.device)]
     else: argvs = preset_commands(ns.name, seeds, ns.out, ns.data_dir, ns.device)
     if not ns.run:
-        print("\n".join(command_text(a, width=110) for a in argvs)); return 0
+        print("\n".join(command_text(a, width=80) for a in argvs)); return 0
     check_commands(argvs)
     from fednbs.experiment import RUN_LOG
     codes = run_commands(argvs, jobs=ns.jobs, logs=[Path(a[a.index("--out") + 1]) / RUN_LOG for a in argvs])

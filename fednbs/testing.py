@@ -9,6 +9,7 @@ __all__ = ['SHAPE', 'CLASSES', 'CHECKS', 'ContractError', 'kit_federation', 'kit
 
 # %% ../nbs/35_testing.ipynb #e867bbfe
 import io, math
+from typing import Callable
 import torch
 from torch import Tensor
 from .core import *
@@ -38,12 +39,12 @@ def kit_model(norm: str = "default"):
     "The kit's model factory: the small CNN (with BatchNorm) for the kit's images."
     return lambda: build_model("cnn", CLASSES, SHAPE, norm)
 
-def kit_task(data: FederatedData, rounds: int = 2, model_fn=None, **kw) -> Task:
+def kit_task(data: FederatedData, rounds: int = 2, model_fn: Callable|None = None, **kw) -> Task:
     "A short task on `data`: `rounds` rounds, one local epoch of batches of 4."
     return Task(model_fn or kit_model(), data.client_names, data.num_classes, rounds=rounds,
                 **{"lr": 0.05, "batch_size": 4, "local_epochs": 1, **kw})
 
-def kit_engine(algo: Algorithm, data: FederatedData, rounds: int = 2, model_fn=None, engine=Simulator) -> Simulator:
+def kit_engine(algo: Algorithm, data: FederatedData, rounds: int = 2, model_fn: Callable|None = None, engine=Simulator) -> Simulator:
     "An `engine` (the in-process `Simulator` by default) running `algo` on `data` for `rounds` rounds; a client that fails stops the run."
     return engine(algo, data, kit_task(data, rounds, model_fn), fail_fast=True)
 
@@ -97,7 +98,7 @@ class _Recording:
         self.prefixes |= {k.split("/", 1)[0] for k in up}
         return up, metrics
 
-def check_uploads(algo, data: FederatedData|None = None, rounds: int = 2, model_fn=None) -> Simulator:
+def check_uploads(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None) -> Simulator:
     "What the clients upload, by key prefix over `rounds` rounds, is exactly what `algo.uploads` declares (the wire audit)."
     algo = _instance(algo); data = data or kit_federation()
     rec = _Recording(algo)
@@ -107,7 +108,7 @@ def check_uploads(algo, data: FederatedData|None = None, rounds: int = 2, model_
     if declared - rec.prefixes: _broken(algo, "uploads", f"`uploads` declares {sorted(declared - rec.prefixes)}, which no client sent in {rounds} rounds")
     return sim
 
-def check_client_state(algo, data: FederatedData|None = None, rounds: int = 2, model_fn=None) -> Simulator:
+def check_client_state(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None) -> Simulator:
     "Every client's state holds only keys that `client_state` declares (each with a description), and only tensors."
     algo = _instance(algo); data = data or kit_federation()
     for k, v in algo.client_state.items():
@@ -121,7 +122,7 @@ def check_client_state(algo, data: FederatedData|None = None, rounds: int = 2, m
     return sim
 
 # %% ../nbs/35_testing.ipynb #12cbd018
-def check_seeded(algo, data: FederatedData|None = None, rounds: int = 2, model_fn=None):
+def check_seeded(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None):
     "Two runs with the same seed give bit-identical metrics and server and client states."
     data = data or kit_federation()
     runs = [kit_engine(_instance(algo), data, rounds, model_fn) for _ in range(2)]
@@ -129,7 +130,7 @@ def check_seeded(algo, data: FederatedData|None = None, rounds: int = 2, model_f
     why = _rows_differ(*rows) or _differs(runs[0].state_dict(), runs[1].state_dict())
     if why: _broken(runs[0].algo, "same seed, same numbers", f"two runs with seed 0 differ: {why}")
 
-def check_checkpoint(algo, data: FederatedData|None = None, rounds: int = 2, model_fn=None):
+def check_checkpoint(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None):
     "A run stopped after its first round, saved, loaded into a fresh engine and algorithm, and finished equals the run without a stop, bit for bit."
     data = data or kit_federation()
     whole = kit_engine(_instance(algo), data, rounds, model_fn); rows = whole.run()
@@ -160,7 +161,7 @@ def _count_loops(algo: Algorithm, loops: list):
         return train(*args, **kw)
     algo.local_update, algo.train_local = local_update, train_local
 
-def check_batched(algo, data: FederatedData|None = None, rounds: int = 2, model_fn=None, tol: float = 1e-9):
+def check_batched(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None, tol: float = 1e-9):
     "When the class declares stacking (`trains_stacked`), the batched engine gives the sequential engine's numbers (float64, CPU) with every loop stacked."
     a = _instance(algo)
     if not type(a).trains_stacked(): return
@@ -179,7 +180,7 @@ def check_batched(algo, data: FederatedData|None = None, rounds: int = 2, model_
         _broken(a, "trains_stacked", f"only {bat.stacked_loops} of its clients' {len(loops)} training loops ran stacked "
                 "(its local step is not plain SGD through train_local); declare supports_batched = False")
 
-def check_heldout(algo, data: FederatedData|None = None, rounds: int = 2, model_fn=None):
+def check_heldout(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None):
     "When the class declares `heldout_models`, each is scored on a held-out domain every round, and scoring it changes nothing else."
     a = _instance(algo)
     if not a.heldout_models: return
@@ -197,7 +198,7 @@ def check_heldout(algo, data: FederatedData|None = None, rounds: int = 2, model_
     if why: _broken(a, "heldout_models", f"scoring a held-out domain changed the run: {why} (evaluate_heldout must only read the states)")
 
 # %% ../nbs/35_testing.ipynb #13ef53b5
-def check_flower(algo, data: FederatedData|None = None, rounds: int = 2, model_fn=None):
+def check_flower(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None):
     "On Flower (the flower extra; its thread backend), the same metrics and bit-identical states as the in-process engine."
     load_optional("flower")
     from fednbs.flower import FlowerEngine
@@ -215,7 +216,7 @@ def applicable_checks(algo, flower: bool = False) -> list[str]:
     a = _instance(algo)
     return [n for n in CHECKS if (n != "batched" or type(a).trains_stacked()) and (n != "heldout" or a.heldout_models) and (n != "flower" or flower)]
 
-def check_algorithm(algo, flower: bool = False, model_fn=None, rounds: int = 2) -> list[str]:
+def check_algorithm(algo, flower: bool = False, model_fn: Callable|None = None, rounds: int = 2) -> list[str]:
     "Run every check that applies to `algo` (a class, a registered name or an object); raises `ContractError` at the first broken contract, returns the checks run."
     done = []
     for name in applicable_checks(algo, flower):
