@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser',
            'config_from_args', 'config_plugins', 'read_config_file', 'attribute', 'check_resume_flags', 'run_config',
-           'doc_row', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'main', 'interrupted_advice']
+           'doc_row', 'capability_lines', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'main',
+           'interrupted_advice']
 
 # %% ../nbs/42_cli.ipynb #168ce380
 import argparse, ast, os, sys, logging, threading
@@ -280,6 +281,16 @@ def doc_row(name: str, doc: str, col: int, width: int = 110) -> str:
     "`  name  doc`, the name padded to `col` characters and the doc wrapped under itself to fit `width` columns."
     return textwrap.fill(doc, width, initial_indent=f"  {name:<{col - 2}}", subsequent_indent=" " * col, break_on_hyphens=False)
 
+def capability_lines(width: int = 110) -> list[str]:
+    "What each algorithm declares: which the batched engine stacks, which models it applies to held-out domains."
+    algos = {n: ALGORITHMS[n] for n in ALGORITHMS.names()}
+    stack = [n for n, a in algos.items() if getattr(a, "supports_batched", False)]
+    held = [f"{n} ({', '.join(a.heldout_models)})" for n, a in algos.items() if getattr(a, "heldout_models", {})]
+    wrap = lambda head, names: textwrap.wrap(head + (", ".join(names) or "none"), width, initial_indent="  ",
+                                              subsequent_indent=" " * 4, break_on_hyphens=False)
+    return (wrap("stacked by the batched engine: ", stack)
+            + wrap("held-out domains (--data-option holdout=DOMAIN), the models applied: ", held))
+
 def list_text() -> str:
     "The text of `fednbs list`: algorithms, datasets, models, norms, engines, presets and plugins; every line fits 110 columns."
     load_plugins()
@@ -290,6 +301,7 @@ def list_text() -> str:
     for title, reg in (("algorithms", ALGORITHMS), ("datasets", DATASETS), ("models", MODELS), ("norms", NORMS), ("engines (--engine)", ENGINES)):
         out.append(f"{title}:")
         out += [doc_row(n, reg.docs[n], 20) for n in reg.names()]
+        if reg is ALGORITHMS: out += capability_lines()
         out.append("")
     out.append("presets (fednbs run --preset NAME; fednbs reproduce NAME):")
     w = max(map(len, PRESETS), default=16) + 2
