@@ -293,7 +293,7 @@ MUTATIONS += [
 # --- Engines: worker processes ------------------------------------------------------------------
 MUTATIONS += [
     dict(name="workers_no_probe", notebook="nbs/34_parallel.ipynb",
-         find='            try: [f.result() for f in [self._pool.submit(_probe) for _ in range(self.workers)]]',
+         find='            try: self.placed = [f.result() for f in [self._pool.submit(_probe) for _ in range(self.workers)]]',
          replace='            try: pass',
          tests=["nbs/34_parallel.ipynb"],
          what="the worker pool starts without checking that its workers may run autograd (every client fails after a GPU run)"),
@@ -583,4 +583,28 @@ MUTATIONS += [
          replace='                pass',
          tests=["nbs/10_algorithm.ipynb", "nbs/21_fedco.ipynb"],
          what="a subclass's plain assignment of a new default (`mu = 0.1`) is ignored"),
+]
+
+# --- Engines: intra-op threads sized to the work, workers placed on devices ------------------------------
+MUTATIONS += [
+    dict(name="threads_not_sized", notebook="nbs/30_simulation.ipynb",
+         find="return max(1, min(available, int(flops // FLOPS_PER_THREAD) if math.isfinite(flops) else available))",
+         replace="return available",
+         tests=["nbs/30_simulation.ipynb", "nbs/34_parallel.ipynb"],
+         what="the in-process engine takes every thread for a small model (spinning threads, other bits than the workers engine)"),
+    dict(name="threads_not_applied", notebook="nbs/30_simulation.ipynb",
+         find="        if torch.device(self.task.device).type != \"cpu\": return None",
+         replace="        return None",
+         tests=["nbs/30_simulation.ipynb", "nbs/34_parallel.ipynb"],
+         what="the engine computes its thread count but runs on the process's setting"),
+    dict(name="workers_one_gpu", notebook="nbs/34_parallel.ipynb",
+         find='return [f"cuda:{i % g}" for i in range(workers)]',
+         replace='return ["cuda:0"] * workers',
+         tests=["nbs/34_parallel.ipynb"],
+         what="workers of a run on several GPUs all land on the first"),
+    dict(name="workers_same_slot", notebook="nbs/34_parallel.ipynb",
+         find="with slots.get_lock(): slot = slots.value; slots.value += 1",
+         replace="pass",
+         tests=["nbs/34_parallel.ipynb"],
+         what="every worker takes the first slot, so all share the first device"),
 ]
