@@ -298,7 +298,7 @@ MUTATIONS += [
 # --- Engines: worker processes ------------------------------------------------------------------
 MUTATIONS += [
     dict(name="workers_no_probe", notebook="nbs/34_parallel.ipynb",
-         find='            try: [f.result() for f in [self._pool.submit(_probe) for _ in range(self.workers)]]',
+         find='            try: self.placed = [f.result() for f in [self._pool.submit(_probe) for _ in range(self.workers)]]',
          replace='            try: pass',
          tests=["nbs/34_parallel.ipynb"],
          what="the worker pool starts without checking that its workers may run autograd (every client fails after a GPU run)"),
@@ -603,4 +603,28 @@ MUTATIONS += [
          replace='out["bank"] = torch.stack([functional_call(self._bank_head[0], {k: v[(j + 1) % len(v)] if k.endswith("bias") else v[j] for k, v in bank.items()}, (feats,), strict=True)',
          tests=["nbs/21_fedco.ipynb"],
          what="phase B mixes the entries of different foreign heads"),
+]
+
+# --- Engines: intra-op threads sized to the work, workers placed on devices ------------------------------
+MUTATIONS += [
+    dict(name="threads_not_sized", notebook="nbs/30_simulation.ipynb",
+         find="return max(1, min(available, int(flops // FLOPS_PER_THREAD) if math.isfinite(flops) else available))",
+         replace="return available",
+         tests=["nbs/30_simulation.ipynb", "nbs/34_parallel.ipynb"],
+         what="the in-process engine takes every thread for a small model (spinning threads, other bits than the workers engine)"),
+    dict(name="threads_not_applied", notebook="nbs/30_simulation.ipynb",
+         find="        if torch.device(self.task.device).type != \"cpu\": return None",
+         replace="        return None",
+         tests=["nbs/30_simulation.ipynb", "nbs/34_parallel.ipynb"],
+         what="the engine computes its thread count but runs on the process's setting"),
+    dict(name="workers_one_gpu", notebook="nbs/34_parallel.ipynb",
+         find='return [f"cuda:{i % g}" for i in range(workers)]',
+         replace='return ["cuda:0"] * workers',
+         tests=["nbs/34_parallel.ipynb"],
+         what="workers of a run on several GPUs all land on the first"),
+    dict(name="workers_same_slot", notebook="nbs/34_parallel.ipynb",
+         find="with slots.get_lock(): slot = slots.value; slots.value += 1",
+         replace="pass",
+         tests=["nbs/34_parallel.ipynb"],
+         what="every worker takes the first slot, so all share the first device"),
 ]
