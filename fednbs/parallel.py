@@ -44,7 +44,8 @@ def _rng_states() -> tuple:
     return torch.random.get_rng_state(), random.getstate(), np.random.get_state()
 
 def _set_rng_states(s: tuple):
-    torch.random.set_rng_state(s[0]); random.setstate(s[1]); np.random.set_state(s[2])
+    "Restore `_rng_states()`; the torch state back on the CPU (a GPU worker's reply maps every tensor to its device)."
+    torch.random.set_rng_state(s[0].cpu()); random.setstate(s[1]); np.random.set_state(s[2])
 
 def _sendable(e: Exception) -> Exception:
     "`e`, or a `RuntimeError` naming it when `e` cannot travel through a pipe."
