@@ -190,7 +190,7 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
 
     return app
 
-# %% ../nbs/33_flower.ipynb #1ec21462
+# %% ../nbs/33_flower.ipynb #e20a66f8
 STANDARD_PARTS = ("model", "num_samples")  # the upload parts Flower's standard layout carries: model entries, their weight
 
 def standard_problem(algo: Algorithm) -> str|None:
@@ -213,7 +213,7 @@ def is_standard(msg: FlowerMessage) -> bool:
     "Whether `msg` is in Flower's standard layout rather than fednbs's own (which files the model under `message`)."
     return "message" not in msg.content.array_records
 
-# %% ../nbs/33_flower.ipynb #8d54b6fe
+# %% ../nbs/33_flower.ipynb #fd1c8a6c
 def _refusal(msg: FlowerMessage, line: str) -> FlowerMessage:
     "A Flower error reply carrying one line (a stock strategy logs it as the node's reason)."
     from flwr.app import Error
@@ -733,7 +733,7 @@ def _fe_run(self, rounds: int|None = None, on_round: Callable|None = None) -> li
 FlowerEngine._client_app, FlowerEngine._ray_config, FlowerEngine._simulate, FlowerEngine.run = _client_app, _ray_config, _simulate, _fe_run
 FlowerEngine._join_serving, FlowerEngine.log_path = _join_serving, None   # log_path: where Ray's start-up messages go (None: a temporary file)
 
-# %% ../nbs/33_flower.ipynb #891ab570
+# %% ../nbs/33_flower.ipynb #0f2f6617
 def simulation_client_app(algo: Algorithm, data: FederatedData, task: Task, num_threads: int = 0) -> ClientApp:
     "A ClientApp for `simulate` (`thread` backend): the node with partition id i is client `task.clients[i]`, with its own copy of `algo`."
     token = uuid.uuid4().hex
@@ -742,7 +742,7 @@ def simulation_client_app(algo: Algorithm, data: FederatedData, task: Task, num_
     for reg in (_BUNDLES, _SIDES): weakref.finalize(app, reg.pop, token, None)
     return app
 
-# %% ../nbs/33_flower.ipynb #1b8f859a
+# %% ../nbs/33_flower.ipynb #a98191c6
 from flwr.serverapp.strategy import FedAvg as _FlowerFedAvg
 
 class FednbsStrategy(_FlowerFedAvg):
@@ -789,6 +789,7 @@ def strategy(name: str,                     # a registered method whose message 
              device: str = "cpu",
              **kw) -> FednbsStrategy:       # the method's hyper-parameters, and Flower `FedAvg`'s arguments (min_train_nodes, ...)
     "A Flower `Strategy` running method `name`'s server step: use it in any ServerApp, with clients that speak Flower's standard layout."
+    if name not in ALGORITHMS: load_plugins()   # the library's methods (and installed plugins), as `fednbs run` sees them
     cls = ALGORITHMS[name]
     hp = {k: v for k, v in kw.items() if k not in _FLOWER_KW}
     task = Task(model_fn, [], 0, rounds=rounds, weighting=weighting, seed=seed, device=device)
