@@ -78,7 +78,7 @@ TEMPORARY_EXEMPT: dict[str, set[str]] = {
         "nbs/44_compare.ipynb", "nbs/45_sweep.ipynb", "nbs/46_bench.ipynb",
         "nbs/47_study.ipynb"},
     "wide-code": {"nbs/30_simulation.ipynb", "nbs/33_flower.ipynb",
-        "nbs/34_parallel.ipynb", "nbs/40_experiment.ipynb",
+        "nbs/34_parallel.ipynb",
         "nbs/46_bench.ipynb"},
     "unbacked-number": {"nbs/46_bench.ipynb"},
     "changelog-voice": {"nbs/33_flower.ipynb", "nbs/46_bench.ipynb", "nbs/91_speed.ipynb"},
