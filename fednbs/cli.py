@@ -376,4 +376,4 @@ def interrupted_advice(argv: list[str]) -> str:
     return f"run the same fednbs {command} command again: what finished is kept and the unfinished runs resume"
 
 # %% ../nbs/42_cli.ipynb #af1b64af
-def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module
+def __getattr__(name): return find_moved(__name__, name)  # names forwarded to a later module

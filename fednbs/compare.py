@@ -320,7 +320,7 @@ def compare_csv(agg: dict) -> str:
     return buf.getvalue()
 
 # %% ../nbs/44_compare.ipynb #9ba9f260
-def compare_figure(agg: dict, title: str = "", ax=None): # ax: draw into these axes (e.g. one panel of a larger figure)
+def compare_figure(agg: dict, title: str = "", ax: object|None = None): # ax: draw into these axes (e.g. one panel of a larger figure)
     "A `matplotlib.figure.Figure`: per group, its reported model's mean accuracy over clients per round (from 0), mean ± std over seeds."
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -370,7 +370,7 @@ def add_compare_parser(sub):
     p.set_defaults(handler=compare_command)
     return p
 
-def compare_groups(groups: dict, report: str = "last", window: int = 10, model: str|None = None, labels=None,
+def compare_groups(groups: dict, report: str = "last", window: int = 10, model: str|None = None, labels: dict|None = None,
                    baseline: str|None = None, on: str = "mean") -> dict:
     "Grouped runs named by `labels`, summarized under `report`, with the paired difference against `baseline`."
     agg = summarize_groups(label_groups(groups, labels or {}), report, window, model)

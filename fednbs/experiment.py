@@ -16,6 +16,7 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, statistics, typing, weakref, tokenize, zipfile
 from dataclasses import dataclass, field, asdict, fields
+from collections.abc import MutableMapping
 from pathlib import Path
 import torch
 import fednbs
@@ -636,7 +637,7 @@ def choose_engine(cfg: RunConfig, clients: int) -> tuple[str, str]:
     return "inprocess", f"{clients} client(s) on {cores} {dev.type.upper()} core(s) and --workers {cfg.workers}: one after the other in this process"
 
 # %% ../nbs/40_experiment.ipynb #85f37fb1
-def make_engine(cfg: RunConfig, data: FederatedData, states=None):
+def make_engine(cfg: RunConfig, data: FederatedData, states: MutableMapping|None = None):
     "The engine named by a resolved `cfg` (from `ENGINES`) for its data; `states`: a client-state store for the in-process engines."
     device = check_device(cfg.device)
     data = FederatedData(data.name, [c.to(device) for c in data.clients], data.num_classes, data.classes, data.augment, data.notes,

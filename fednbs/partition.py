@@ -84,7 +84,7 @@ def per_class_cuts(n_c, K: int, alpha: float, rng: np.random.Generator, limit: f
         sizes = [s + k for s, k in zip(sizes, cnt)]; out.append(np.array(cum))
     return out
 
-def dirichlet_split(y, num_parts: int, alpha: float, rng: np.random.Generator, y_test=None, min_size: int = 0,
+def dirichlet_split(y, num_parts: int, alpha: float, rng: np.random.Generator, y_test: np.ndarray|None = None, min_size: int = 0,
                     min_test_size: int = 0, min_per_class: int = 0, cap: bool = True, max_tries: int = 1000):
     "Fed-CO's Dirichlet split: per class p ~ Dir(alpha·1) (capped at n/N per part), test cut alike; retried until the minimums hold."
     y = _as_labels(y); n = len(y); K = num_parts
@@ -127,7 +127,7 @@ def dirichlet_split(y, num_parts: int, alpha: float, rng: np.random.Generator, y
                       "raise alpha, use fewer clients, lower the minimums or raise max_tries")
 
 # %% ../nbs/02_partition.ipynb #05da1e4e
-def labeluni(y, num_parts: int, classes_per_part: int, rng: np.random.Generator, y_test=None):
+def labeluni(y, num_parts: int, classes_per_part: int, rng: np.random.Generator, y_test: np.ndarray|None = None):
     "Fed-CO's pathological split: `classes_per_part` classes per part, each class shared by U(0.4, 0.6) weights."
     y = _as_labels(y); yt = None if y_test is None else _as_labels(y_test)
     classes = np.unique(y); C = len(classes); K = num_parts
@@ -320,7 +320,7 @@ def label_skew(counts: np.ndarray) -> float:
 
 # %% ../nbs/02_partition.ipynb #dfd8d173
 def plot_heatmap(counts: np.ndarray, clients: list[str], classes: list[str]|None = None, title: str|None = None,
-                 annotate: bool|None = None, ax=None):
+                 annotate: bool|None = None, ax: object|None = None):
     "Draw a clients × classes count matrix; returns the matplotlib figure."
     import matplotlib.pyplot as plt
     counts = np.asarray(counts); K, C = counts.shape

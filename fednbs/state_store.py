@@ -63,7 +63,7 @@ def check_plain_state(tree, client, at: str = ""):
 
 class DiskStates(MutableMapping):
     "Client name -> state (nested dicts/lists of tensors and numbers), one torch file per client under `root/live`."
-    def __init__(self, root, map_location=None):
+    def __init__(self, root, map_location: str|torch.device|None = None):
         self.root, self.map_location = Path(root), map_location
         self.live = self.root / "live"
         try: self.live.mkdir(parents=True, exist_ok=True)
@@ -185,7 +185,7 @@ def give_back_free_pages() -> bool:
 # %% ../nbs/32_state_store.ipynb #1a6c280c
 class MemoryStates(dict):
     "Client name -> state in memory (a dict) that remembers which clients were assigned since the last `snapshot`."
-    def __init__(self, root=None): # the run's client-state folder; snapshots go to `root/saved`
+    def __init__(self, root: str|Path|None = None): # the run's client-state folder; snapshots go to `root/saved`
         super().__init__()
         self.root = None if root is None else Path(root)
         self.changed, self.files = set(), {}   # clients assigned since the last snapshot; client -> (file, bytes) of the last one
@@ -243,4 +243,4 @@ def _mem_restore(self, info: dict):
 MemoryStates.snapshot, MemoryStates.restore = _mem_snapshot, _mem_restore
 
 # %% ../nbs/32_state_store.ipynb #626b2cad
-def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module
+def __getattr__(name): return find_moved(__name__, name)  # names forwarded to a later module
