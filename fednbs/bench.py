@@ -78,7 +78,7 @@ def framework_tax(algo_name: str = "fedbn", model: str = "digitmodel", data: Fed
 def bench_batched(algo: str = "fedavg", model: str = "cnn", clients: int = 10, n_train: int = 100, rounds: int = 1,
                   device: str = "cpu", norm: str|None = None, batch_size: int = 32, seed: int = 0,
                   workers: int = 0, # also time the workers engine on the CPU with this many processes (0: not)
-                  engines=None, # the engines to time (default: workers if asked for, sequential, batched)
+                  engines: tuple|None = None, # the engines to time (default: workers if asked for, sequential, batched)
                  ) -> dict:
     """Seconds per round (after one warm-up round) of the sequential and the batched simulator on random images on `device`,
     and the GPU's peak memory; with `workers`, also the worker-process engine on the CPU on the same clients."""
@@ -347,7 +347,7 @@ def print_busy_pairs(rows: list[dict]):
               " s   CPU " + " ".join(f"{r['cpu_s']:6.1f}" for r in rs) + " s")
 
 # %% ../nbs/46_bench.ipynb #4a045372
-def fednn_speed(data=None, reps: int = 5, norms=("none", "bn", "bn+ws", "fednn"), model: str = "lenet",
+def fednn_speed(data: FederatedData|None = None, reps: int = 5, norms=("none", "bn", "bn+ws", "fednn"), model: str = "lenet",
                 lr: float = 0.1, batch_size: int = 50, verbose: bool = True) -> dict:
     "Seconds (best of `reps`) for one local epoch over every client of `data` with `model` under each norm; ratios to 'bn'."
     data = data or random_federation(3, 743, 10, (3, 32, 32))

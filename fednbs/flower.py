@@ -47,7 +47,7 @@ def tensor_to_array(t: Tensor) -> Array:
     except TypeError:  # bfloat16, float8: no NumPy dtype
         return Array(dtype=str(t.dtype), shape=tuple(t.shape), stype=RAW_STYPE, data=t.reshape(-1).view(torch.uint8).numpy().tobytes())
 
-def array_to_tensor(a: Array, device=None) -> Tensor:
+def array_to_tensor(a: Array, device: str|torch.device|None = None) -> Tensor:
     "The tensor held by a Flower `Array` (on `device` when given)."
     if a.stype == RAW_STYPE:
         dtype = getattr(torch, a.dtype.split(".")[-1])
@@ -63,7 +63,7 @@ def message_to_record(message: Mapping[str, Tensor]) -> ArrayRecord:
               "algorithms send only tensors; wrap a number as torch.tensor(x)")
     return ArrayRecord({k: tensor_to_array(v) for k, v in message.items()})
 
-def record_to_message(record: ArrayRecord, device=None) -> Message:
+def record_to_message(record: ArrayRecord, device: str|torch.device|None = None) -> Message:
     "The fednbs message carried by `record` (tensors on `device`)."
     return {k: array_to_tensor(a, device) for k, a in record.items()}
 
@@ -85,7 +85,7 @@ def state_to_records(state) -> tuple[ArrayRecord, ConfigRecord]:
     tree = enc(state, "")
     return ArrayRecord(arrays), ConfigRecord({"tree": json.dumps(tree)})
 
-def records_to_state(arrays: ArrayRecord, structure: ConfigRecord, device=None):
+def records_to_state(arrays: ArrayRecord, structure: ConfigRecord, device: str|torch.device|None = None):
     "The nested client state held by `state_to_records`'s two records (tensors on `device`)."
     def dec(node):
         (kind, v), = node.items()

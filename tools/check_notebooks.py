@@ -80,12 +80,12 @@ TEMPORARY_EXEMPT: dict[str, set[str]] = {
     "wide-code": {"nbs/30_simulation.ipynb", "nbs/33_flower.ipynb",
         "nbs/34_parallel.ipynb",
         "nbs/46_bench.ipynb"},
-    "unbacked-number": {"nbs/46_bench.ipynb"},
-    "changelog-voice": {"nbs/33_flower.ipynb", "nbs/46_bench.ipynb", "nbs/91_speed.ipynb"},
+    "unbacked-number": set(),
+    "changelog-voice": set(),
     "duplicate-cell": set(),
-    "nonetype-signature": {"nbs/33_flower.ipynb", "nbs/46_bench.ipynb"},
-    "private-show-doc": {"nbs/33_flower.ipynb", "nbs/91_speed.ipynb"},
-    "heading-showdoc": {"nbs/33_flower.ipynb"},
+    "nonetype-signature": set(),
+    "private-show-doc": set(),
+    "heading-showdoc": set(),
 }
 
 PROSE_NUMBER = re.compile(r"(?<![\w.\-/])(\d+\.\d+)(?![\w]|\.\d)")
