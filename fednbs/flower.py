@@ -7,9 +7,9 @@ __all__ = ['log', 'RAW_STYPE', 'STATE_KEY', 'STRUCTURE_KEY', 'STANDARD_PARTS', '
            'tensor_to_array', 'array_to_tensor', 'message_to_record', 'record_to_message', 'state_to_records',
            'records_to_state', 'ClientSide', 'make_client_app', 'standard_problem', 'standard_records', 'is_standard',
            'standard_train', 'standard_evaluate', 'Coordinator', 'ThreadBackend', 'simulate', 'simulate_in_threads',
-           'simulation_client_app', 'SimulatedNodes', 'FlowerEngine', 'RayLog', 'stop_ray', 'RayStartTimeout',
-           'start_ray', 'FednbsStrategy', 'strategy', 'free_port', 'descendants', 'LocalFederation', 'ForkExecutor',
-           'serve_clientapps']
+           'simulation_client_app', 'SimulatedNodes', 'client_threads', 'FlowerEngine', 'RayLog', 'stop_ray',
+           'RayStartTimeout', 'start_ray', 'FednbsStrategy', 'strategy', 'free_port', 'descendants', 'LocalFederation',
+           'ForkExecutor', 'serve_clientapps']
 
 # %% ../nbs/33_flower.ipynb #0829e364
 import os, re, sys, json, time, uuid, hashlib, socket, signal, logging, tempfile, threading, weakref, subprocess, contextlib, importlib.util
@@ -33,7 +33,7 @@ from .core import *
 from .data import ClientData, FederatedData
 from .aggregation import sample_clients
 from .algorithm import Algorithm, Task, NonFiniteLoss
-from .simulation import metric_rows, client_means, evaluate_client
+from .simulation import metric_rows, client_means, evaluate_client, step_flops, work_threads
 
 log = logging.getLogger("fednbs")
 
@@ -540,6 +540,11 @@ class SimulatedNodes:
 # %% ../nbs/33_flower.ipynb #4f4c479c
 BACKENDS = ("auto", "ray", "thread")
 
+def client_threads(task: Task, data: FederatedData) -> int:
+    "Intra-op threads of each client's work: on the CPU sized to one training batch, as `Simulator.work_threads`."
+    if torch.device(task.device).type != "cpu": return torch.get_num_threads()
+    return work_threads(step_flops(task.model_fn, tuple(data.input_shape), task.batch_size), torch.get_num_threads())
+
 @ENGINES.register("flower", "Flower's simulation runtime, a node per client (the flower extra)")
 class FlowerEngine(Coordinator):
     "Runs an `Algorithm` over a `FederatedData` on Flower's simulation runtime, with the `Simulator`'s interface and numbers."
@@ -551,7 +556,8 @@ class FlowerEngine(Coordinator):
         self.data, self.backend = data, backend or os.environ.get("FEDNBS_FLOWER_BACKEND", "auto")
         check(self.backend in BACKENDS, f"unknown Flower backend '{self.backend}'", f"use one of {', '.join(BACKENDS)}")
         check(set(task.clients) == set(data.client_names), "the task's clients differ from the data's", "build the Task from the same FederatedData")
-        self.num_threads, self.backend_config, self.verbose = num_threads or torch.get_num_threads(), backend_config, verbose
+        self.backend_config, self.verbose = backend_config, verbose
+        self.num_threads = num_threads or client_threads(task, data)   # as the in-process engine: the same bits
         self.states = None        # client states held by the engine between runs (None: the clients' initial states)
         self.used_backend = None  # the backend the last run used
         self.startup_seconds = []  # per run: from run() until every node has said hello
@@ -659,7 +665,7 @@ def start_ray(init_args: dict, timeout: float|None = None):
 
 # %% ../nbs/33_flower.ipynb #0cdf28ee
 def _client_app(self, backend: str) -> ClientApp:
-    if backend == "thread": return make_client_app(SimulatedNodes(self._token))
+    if backend == "thread": return make_client_app(SimulatedNodes(self._token, num_threads=self.num_threads))
     if self._dir is None:
         _import_ray(); from ray import cloudpickle  # pickles classes and functions defined in notebooks too
         self._dir = tempfile.TemporaryDirectory(prefix="fednbs-flower-")
