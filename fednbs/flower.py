@@ -7,8 +7,8 @@ __all__ = ['log', 'RAW_STYPE', 'STATE_KEY', 'STRUCTURE_KEY', 'STANDARD_PARTS', '
            'tensor_to_array', 'array_to_tensor', 'message_to_record', 'record_to_message', 'state_to_records',
            'records_to_state', 'ClientSide', 'make_client_app', 'standard_problem', 'standard_records', 'is_standard',
            'standard_train', 'standard_evaluate', 'Coordinator', 'ThreadBackend', 'simulate', 'simulate_in_threads',
-           'simulation_client_app', 'SimulatedNodes', 'client_threads', 'FlowerEngine', 'RayLog', 'stop_ray',
-           'RayStartTimeout', 'start_ray', 'FednbsStrategy', 'strategy', 'free_port', 'descendants', 'LocalFederation',
+           'SimulatedNodes', 'client_threads', 'FlowerEngine', 'RayLog', 'stop_ray', 'RayStartTimeout', 'start_ray',
+           'simulation_client_app', 'FednbsStrategy', 'strategy', 'free_port', 'descendants', 'LocalFederation',
            'ForkExecutor', 'serve_clientapps']
 
 # %% ../nbs/33_flower.ipynb #0829e364
@@ -506,14 +506,6 @@ def simulate(server_app: ServerApp, client_app: ClientApp, num_supernodes: int, 
 def simulate_in_threads(server_app: ServerApp, client_app: ClientApp, num_supernodes: int):
     "`simulate` with the `thread` backend."
     simulate(server_app, client_app, num_supernodes, "thread")
-
-def simulation_client_app(algo: Algorithm, data: FederatedData, task: Task, num_threads: int = 0) -> ClientApp:
-    "A ClientApp for `simulate` (`thread` backend): the node with partition id i is client `task.clients[i]`, running its own copy of `algo`."
-    token = uuid.uuid4().hex
-    _BUNDLES[token] = (type(algo), algo.hparam_values(), task, list(data.clients))
-    app = make_client_app(SimulatedNodes(token, num_threads=num_threads))
-    for reg in (_BUNDLES, _SIDES): weakref.finalize(app, reg.pop, token, None)
-    return app
 
 # %% ../nbs/33_flower.ipynb #e4ff972c
 _BUNDLES, _SIDES = {}, {}  # token -> (algo class, hparams, task, clients); token -> (client-side algo, clients by name)
