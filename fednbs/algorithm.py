@@ -201,6 +201,18 @@ def _trains_stacked(cls) -> bool:
 
 Algorithm.trains_stacked = classmethod(_trains_stacked)
 
+# %% ../nbs/10_algorithm.ipynb #8700f1ce
+def _local_updates_stacked(self, states: list[dict], messages: list[Message], datas: list[ClientData], rnd: int,
+                           seeds: list[int]) -> list:
+    "Several clients' `local_update`s of round `rnd` at once: per client `(upload, metrics)` or the exception it would raise (contract above)."
+    raise NotImplementedError(f"{type(self).__name__} has no stacked local update")
+
+def _stacks_updates(cls) -> bool:
+    "Whether the batched engine calls `cls`'s own `local_updates_stacked`: it declares stacking and provides one."
+    return cls.trains_stacked() and cls.local_updates_stacked is not Algorithm.local_updates_stacked
+
+Algorithm.local_updates_stacked, Algorithm.stacks_updates = _local_updates_stacked, classmethod(_stacks_updates)
+
 # %% ../nbs/10_algorithm.ipynb #5ff1955a
 @torch.no_grad()
 def clone_state(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:

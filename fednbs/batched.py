@@ -18,7 +18,7 @@ from .data import ClientData, iterate_batches
 from .models import set_round
 from .algorithm import Algorithm, NonFiniteLoss
 from .aggregation import sample_clients
-from .simulation import Simulator
+from .simulation import Simulator, update_client, log
 
 # %% ../nbs/31_batched.ipynb #a20ff599
 def batched_capable(algo: Algorithm) -> bool:
@@ -229,7 +229,8 @@ class BatchedSimulator(Simulator):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.batched_rounds = 0  # rounds of a batched-capable algorithm
-        self.stacked_loops = 0   # clients' training loops that ran stacked
+        self.stacked_loops = 0   # clients' training loops that ran stacked (a client's whole update, for a method with its own stacked form)
+        self.fallback = None     # why the algorithm's own stacked form last refused a round (None: it never did)
 
     @property
     def runs_as(self) -> str:
@@ -262,8 +263,40 @@ class BatchedSimulator(Simulator):
             pending = [cid for cid, j in jobs if j.client not in unstacked]
         return done
 
+    def own_stacked_updates(self, rnd: int, clients: list[str], messages: dict) -> dict:
+        """Client -> `update_client`'s `(state after, upload, stats)` for all of `clients`, from the algorithm's own
+        `local_updates_stacked` on copies of their states; empty when it refuses (its reason goes to `fallback`)."""
+        before = [self.states[cid] for cid in clients]
+        states = [tree_clone(s) for s in before]
+        try:
+            results = self.algo.local_updates_stacked(states, [messages[c] for c in clients], [self.train_data[c] for c in clients],
+                                                      rnd, [derive_seed(self.task.seed, rnd, c, "train") for c in clients])
+            if len(results) != len(clients): raise FednbsError(f"local_updates_stacked gave {len(results)} results for {len(clients)} clients")
+        except Exception as e:   # these clients train one by one, from the states kept in `before`
+            self.fallback = f"{type(e).__name__}: {e}"
+            log.info(f"round {rnd}: {self.algo.name} trains its clients one by one ({self.fallback})")
+            return {}
+        out = {}
+        for cid, old, new, res in zip(clients, before, states, results):
+            if not isinstance(res, Exception) and not all_finite(res[0]): res = NonFiniteLoss("the upload contains NaN or inf")
+            out[cid] = (old, None, res) if isinstance(res, Exception) else (new, *res)
+        self.stacked_loops += len(clients)
+        return out
+
+    def client_updates(self, rnd: int, clients: list[str]):
+        "As the `Simulator`'s, except that an algorithm with its own stacked form (`stacks_updates`) first updates all of `clients` at once."
+        if not type(self.algo).stacks_updates(): yield from super().client_updates(rnd, clients); return
+        messages = {cid: self.algo.broadcast(self.server, cid, rnd) for cid in clients}
+        done = self.own_stacked_updates(rnd, clients, messages)
+        for cid in clients:
+            yield cid, messages[cid], done[cid] if cid in done else update_client(
+                self.algo, self.task.seed, rnd, cid, self.states[cid], messages[cid], self.train_data[cid])
+
     def train_round(self, rnd: int) -> list[dict]:
         if not batched_capable(self.algo): return super().train_round(rnd)
+        if type(self.algo).stacks_updates():   # the algorithm's own stacked form, through `client_updates`
+            rows = super().train_round(rnd); self.batched_rounds += 1
+            return rows
         # each client's loops hand back their stacked results; a loop that was not stacked runs the ordinary way
         self.algo.train_local = replay_train_local(self.task, self.stacked_updates(rnd), self.algo.train_local)
         try: rows = super().train_round(rnd)

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['LAMBDA_FORMS', 'NOISES', 'onehot', 'Generator', 'RTNet', 'lambda_syn', 'ema_rate', 'update_prototypes',
            'sample_noise', 'class_cycle', 'next_batch', 'optimizer_tensors', 'load_optimizer_tensors', 'frozen',
-           'FRAug']
+           'FRAug', 'Nets', 'stacked_sgd']
 
 # %% ../nbs/22_fraug.ipynb #584f6318
 import math
@@ -14,6 +14,7 @@ from typing import Mapping
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
+from torch.func import functional_call, vmap
 from .core import *
 from .data import ClientData
 from .models import SplitModel, last_layer_split, set_round
@@ -68,13 +69,10 @@ def ema_rate(rnd: int, rounds: int, base: float = 0.3, rampup: bool = False) -> 
 @torch.no_grad()
 def update_prototypes(proto: Tensor, u: Tensor, y: Tensor, rate: float) -> Tensor:
     "In-place EMA update of the prototype bank `proto` (C×d) with the class means of embeddings `u`; returns `proto`."
-    C = proto.shape[0]
-    counts = torch.bincount(y, minlength=C).to(u.dtype)
-    sums = torch.zeros_like(proto).index_add_(0, y, u.detach().to(proto.dtype))
-    present = counts > 0
-    means = sums[present] / counts[present, None]
-    proto[present] = (1 - rate) * proto[present] + rate * means
-    return proto
+    hot = onehot(y, proto.shape[0], proto)                         # n×C; no shape depends on the labels, so it runs under vmap
+    counts = hot.sum(0)
+    means = (hot.T @ u.detach().to(proto.dtype)) / counts.clamp_min(1)[:, None]
+    return proto.copy_(torch.where((counts > 0)[:, None], (1 - rate) * proto + rate * means, proto))
 
 # %% ../nbs/22_fraug.ipynb #733f773c
 NOISES = ("uniform", "gaussian")
@@ -159,7 +157,7 @@ class FRAug(Algorithm):
     use_proto: bool = True  # ablation: prototype-anchored synthetic embeddings
     defaults = {"momentum": 0.5}
     eval_models, headline, has_global_model = ("personal",), "personal", False
-    supports_batched = False  # three SGD stages per iteration, own optimisers and noise draws between them: see "Stacked clients"
+    supports_batched = True  # its whole local update stacks in the batched engine (`local_updates_stacked`, checked below)
 
     def __init__(self, **hp):
         super().__init__(**hp)
@@ -273,29 +271,38 @@ def _load(self: FRAug, state: dict, message: Message) -> dict:
 FRAug.init_server, FRAug.init_client, FRAug.broadcast, FRAug.load = _init_server, _init_client, _broadcast, _load
 
 # %% ../nbs/22_fraug.ipynb #6b95ac1a
-def _source(self: FRAug, y: Tensor) -> Tensor:
-    "The RTNet's input for labels `y`: g(z, y), or noise of the embedding size without a generator."
+def _source(self: FRAug, y: Tensor, z: Tensor|None = None) -> Tensor:
+    "The RTNet's input for labels `y`: g(z, y), or the noise z itself (of the embedding size) without a generator; `z` is drawn when not given."
     d, dz = self.dims(); gen = self.parts()["gen"]
-    if gen is None: return sample_noise(len(y), d, self.noise, y.device)
-    return gen(sample_noise(len(y), dz, self.noise, y.device), y)
+    if z is None: z = sample_noise(len(y), d if gen is None else dz, self.noise, y.device)
+    return z if gen is None else gen(z, y)
 
-def _residual(self: FRAug, y: Tensor) -> Tensor:
+def _residual(self: FRAug, y: Tensor, z: Tensor|None = None) -> Tensor:
     "The synthetic residual for labels `y`: m(source(y), y), or g(z, y) without an RTNet."
-    v = self.source(y); rt = self.parts()["rt"]
+    v = self.source(y, z); rt = self.parts()["rt"]
     return v if rt is None else rt.residual(v, y)
 
-def _synthetic(self: FRAug, anchor: Tensor, y: Tensor, scale: float = 1.0) -> Tensor:
+def _synthetic(self: FRAug, anchor: Tensor, y: Tensor, scale: float = 1.0, z: Tensor|None = None) -> Tensor:
     "Synthetic embeddings for labels `y` at `anchor`: anchor + scale·m(source(y), y); without an RTNet scale·g(z, y) + (1 − scale)·anchor."
-    v = self.source(y); rt = self.parts()["rt"]
+    v = self.source(y, z); rt = self.parts()["rt"]
     if rt is None: return scale * v + (1 - scale) * anchor      # the authors' use_FTNet=False: g's output goes to the head
     return anchor + scale * rt.residual(v, y)
 
-FRAug.source, FRAug.residual, FRAug.synthetic = _source, _residual, _synthetic
+def _noise_sizes(self: FRAug) -> dict[str, int]:
+    "Name -> width of each noise draw of one iteration, in the order the stages use them (stage 1: prototype, anchored; 2: generator; 3: prototype, real)."
+    d, dz = self.dims(); src = dz if self.use_generator else d
+    out = {"cls_proto": src} if self.use_proto else {}
+    out["cls_anch"] = src
+    if self.use_generator: out["gen"] = dz
+    if self.use_rtnet: out.update({"rt_proto": src} if self.use_proto else {}, rt_real=src)
+    return out
+
+FRAug.source, FRAug.residual, FRAug.synthetic, FRAug.noise_sizes = _source, _residual, _synthetic, _noise_sizes
 
 # %% ../nbs/22_fraug.ipynb #4d83aa1d
-def _classifier_loss(self: FRAug, x: Tensor, y: Tensor, yc: Tensor, proto: Tensor, rnd: int) -> tuple[Tensor, dict]:
-    "Stage 1: L_cls and its terms {'real', 'proto', 'anch'}; also updates the prototype bank."
-    p = self.parts(); f, h = p["f"], p["h"]
+def _classifier_loss(self: FRAug, x: Tensor, y: Tensor, yc: Tensor, proto: Tensor, rnd: int, z: dict|None = None) -> tuple[Tensor, dict]:
+    "Stage 1: L_cls and its terms {'real', 'proto', 'anch'}; also updates the prototype bank (`z`: the noise, drawn here when None)."
+    p, z = self.parts(), z or {}; f, h = p["f"], p["h"]
     p["model"].train()
     for m in (p["gen"], p["rt"]):
         if m is not None: m.eval()
@@ -305,8 +312,8 @@ def _classifier_loss(self: FRAug, x: Tensor, y: Tensor, yc: Tensor, proto: Tenso
     lam = lambda_syn(rnd, self.task.rounds, self.gamma, self.lambda_form)
     scale = lam if self.feature_interp else 1.0
     with torch.no_grad():
-        if self.use_proto: u_c = self.synthetic(proto[yc], yc, scale)
-        u_hat = self.synthetic(u.detach(), y, scale)
+        if self.use_proto: u_c = self.synthetic(proto[yc], yc, scale, z.get("cls_proto"))
+        u_hat = self.synthetic(u.detach(), y, scale, z.get("cls_anch"))
     if self.use_proto: terms["proto"] = F.cross_entropy(h(u_c), yc)
     terms["anch"] = F.cross_entropy(h(u_hat), y)
     syn = [terms[k] for k in ("proto", "anch") if k in terms]
@@ -319,28 +326,29 @@ def _classifier_loss(self: FRAug, x: Tensor, y: Tensor, yc: Tensor, proto: Tenso
 FRAug.classifier_loss = _classifier_loss
 
 # %% ../nbs/22_fraug.ipynb #c7d7ac04
-def _generator_loss(self: FRAug, yc: Tensor, proto: Tensor, real: callable) -> tuple[Tensor, dict]:
+def _generator_loss(self: FRAug, yc: Tensor, proto: Tensor, real: callable, z: dict|None = None) -> tuple[Tensor, dict]:
     "Stage 2: L_gen = CE(h(g(z, ỹ)), ỹ) − α·D_g and its terms {'gce', 'dist'}; `real()` gives the eval-mode embeddings."
     p = self.parts(); h, gen = p["h"], p["gen"]
     p["model"].eval(); gen.train()
-    v = gen(sample_noise(len(yc), self.dims()[1], self.noise, yc.device), yc)
+    z = (z or {}).get("gen")
+    v = gen(sample_noise(len(yc), self.dims()[1], self.noise, yc.device) if z is None else z, yc)
     terms = {"gce": F.cross_entropy(h(v), yc)}
     if self.alpha:
         target = proto[yc] if self.gen_distance in PAIRED_DISTANCES else real()
         terms["dist"] = distance(self.gen_distance)(v, target)
     return terms["gce"] - self.alpha * terms.get("dist", 0.0), terms
 
-def _rtnet_loss(self: FRAug, y: Tensor, yc: Tensor, proto: Tensor, real: callable) -> tuple[Tensor, dict]:
+def _rtnet_loss(self: FRAug, y: Tensor, yc: Tensor, proto: Tensor, real: callable, z: dict|None = None) -> tuple[Tensor, dict]:
     "Stage 3: L_rt = −mean entropy + β·mean distance, terms {'ent_proto', 'dist_proto', 'ent_real', 'dist_real'}."
     p = self.parts(); h, rt = p["h"], p["rt"]
     p["model"].eval(); rt.train()
     if p["gen"] is not None: p["gen"].eval()
-    dist, terms, anchors = distance(self.rt_distance), {}, []
+    dist, terms, anchors, z = distance(self.rt_distance), {}, [], z or {}
     if self.use_proto:
-        with torch.no_grad(): v = self.source(yc)
+        with torch.no_grad(): v = self.source(yc, z.get("rt_proto"))
         anchors.append(("proto", proto[yc], v, yc))
     u_e = real()
-    with torch.no_grad(): v = self.source(y)
+    with torch.no_grad(): v = self.source(y, z.get("rt_real"))
     anchors.append(("real", u_e, v, y))
     for name, a, v, lab in anchors:
         ut = rt(v, lab, a)
@@ -354,11 +362,16 @@ def _rtnet_loss(self: FRAug, y: Tensor, yc: Tensor, proto: Tensor, real: callabl
 FRAug.generator_loss, FRAug.rtnet_loss = _generator_loss, _rtnet_loss
 
 # %% ../nbs/22_fraug.ipynb #ea5f5cf9
-def _local_step(self: FRAug, x: Tensor, y: Tensor, proto: Tensor, rnd: int, t: int, T: int, opts: dict) -> dict:
-    "One FRAug iteration (classifier, generator, RTNet stages) on batch `(x, y)`; returns the detached losses."
-    p = self.parts(); C = self.task.num_classes
-    yc = class_cycle(len(y), ((rnd * T + t) * self.task.batch_size) % C, C, y.device)
-    loss, terms = self.classifier_loss(x, y, yc, proto, rnd)
+def _cycle_labels(self: FRAug, n: int, rnd: int, t: int, T: int, device=None) -> Tensor:
+    "The class-balanced labels ỹ of iteration `t` of `T` in round `rnd`: the cycle starts at ((rT + t)B) mod C."
+    C = self.task.num_classes
+    return class_cycle(n, ((rnd * T + t) * self.task.batch_size) % C, C, device)
+
+def _local_step(self: FRAug, x: Tensor, y: Tensor, proto: Tensor, rnd: int, t: int, T: int, opts: dict, z: dict|None = None) -> dict:
+    "One FRAug iteration (classifier, generator, RTNet stages) on batch `(x, y)` with noise `z` (drawn by the stages when None); returns the detached losses."
+    p = self.parts()
+    yc = self.cycle_labels(len(y), rnd, t, T, y.device)
+    loss, terms = self.classifier_loss(x, y, yc, proto, rnd, z)
     opts["model"].zero_grad(set_to_none=True); loss.backward()
     if self.task.grad_clip: torch.nn.utils.clip_grad_norm_(p["model"].parameters(), self.task.grad_clip)
     opts["model"].step()
@@ -370,16 +383,16 @@ def _local_step(self: FRAug, x: Tensor, y: Tensor, proto: Tensor, rnd: int, t: i
         return cache["u"]
     with frozen(p["model"]):
         if p["gen"] is not None:
-            lg, _ = self.generator_loss(yc, proto, real)
+            lg, _ = self.generator_loss(yc, proto, real, z)
             opts["gen"].zero_grad(set_to_none=True); lg.backward(); opts["gen"].step()
             out["loss_gen"] = lg.detach()
         if p["rt"] is not None:
-            lr_, _ = self.rtnet_loss(y, yc, proto, real)
+            lr_, _ = self.rtnet_loss(y, yc, proto, real, z)
             opts["rt"].zero_grad(set_to_none=True); lr_.backward(); opts["rt"].step()
             out["loss_rt"] = lr_.detach()
     return out
 
-FRAug.local_step = _local_step
+FRAug.cycle_labels, FRAug.local_step = _cycle_labels, _local_step
 
 # %% ../nbs/22_fraug.ipynb #8916af0e
 def _optimizers(self: FRAug, state: dict, rnd: int) -> dict:
@@ -391,19 +404,31 @@ def _optimizers(self: FRAug, state: dict, rnd: int) -> dict:
     for k, o in opts.items(): load_optimizer_tensors(o, saved.get(k, {}))
     return opts
 
+def _iterations(self: FRAug, data: ClientData) -> int:
+    "Local iterations T of a round on `data`: `local_iters`, or `local_epochs` passes of batches."
+    return self.local_iters or self.task.local_epochs * math.ceil(data.n_train / self.task.batch_size)
+
+def _iteration_draws(self: FRAug, state: dict, data: ClientData, rnd: int, T: int):
+    """For each of the `T` iterations, the batch and every random draw it needs, in the order the iteration draws them:
+    `{'x', 'y', 'yc', 'z'}` (reshuffle when the cursor runs out, augmentation, then the noises of `noise_sizes`); advances `state`'s cursor."""
+    t, sizes = self.task, self.noise_sizes()
+    for it in range(T):
+        idx = next_batch(state["cursor"], data.n_train, t.batch_size, data.y_train.device)
+        x, y = data.x_train[idx], data.y_train[idx]
+        if t.augment is not None: x = t.augment(x)
+        z = {k: sample_noise(len(y), w, self.noise, y.device) for k, w in sizes.items()}
+        yield {"x": x, "y": y, "yc": self.cycle_labels(len(y), rnd, it, T, y.device), "z": z}
+
 def _local_update(self: FRAug, state: dict, message: Message, data: ClientData, rnd: int) -> tuple[Message, dict]:
     t = self.task
     p = self.load(state, message)
     set_round(p["model"], rnd, t.rounds)
     opts = self.optimizers(state, rnd)
-    T = self.local_iters or t.local_epochs * math.ceil(data.n_train / t.batch_size)
+    T = self.iterations(data)
     proto = state["proto"]
     totals = {}
-    for it in range(T):
-        idx = next_batch(state["cursor"], data.n_train, t.batch_size, data.y_train.device)
-        x, y = data.x_train[idx], data.y_train[idx]
-        if t.augment is not None: x = t.augment(x)
-        for k, v in self.local_step(x, y, proto, rnd, it, T, opts).items(): totals[k] = totals.get(k, 0.0) + v
+    for it, b in enumerate(self.iteration_draws(state, data, rnd, T)):
+        for k, v in self.local_step(b["x"], b["y"], proto, rnd, it, T, opts, b["z"]).items(): totals[k] = totals.get(k, 0.0) + v
     for o in opts.values(): o.zero_grad(set_to_none=True)     # free gradient memory between rounds
     metrics = {k: float(v) / T for k, v in totals.items()}
     if not all(math.isfinite(v) for v in metrics.values()): raise NonFiniteLoss(f"training losses {metrics}")
@@ -418,7 +443,7 @@ def _local_update(self: FRAug, state: dict, message: Message, data: ClientData, 
         if glocal: state["gen_local"] = clone_state(glocal)
     return upload, metrics
 
-FRAug.optimizers, FRAug.local_update = _optimizers, _local_update
+FRAug.optimizers, FRAug.local_update, FRAug.iterations, FRAug.iteration_draws = _optimizers, _local_update, _iterations, _iteration_draws
 
 # %% ../nbs/22_fraug.ipynb #4ffc0f1b
 def _aggregate(self: FRAug, server: dict, uploads: Mapping[str, Message], rnd: int) -> dict:
@@ -449,6 +474,137 @@ def _synthesize(self: FRAug, state: dict, message: Message, x: Tensor, y: Tensor
     return out
 
 FRAug.synthesize = _synthesize
+
+# %% ../nbs/22_fraug.ipynb #9f84a3a7
+class Nets(nn.Module):
+    "FRAug's working classifier, generator and RTNet under one module, so that one `functional_call` gives all three a client's weights."
+    def __init__(self, parts: dict):
+        super().__init__()
+        for k in ("model", "gen", "rt"):
+            if parts[k] is not None: self.add_module(k, parts[k])
+    def forward(self, fn, *args): return fn(*args)   # `fn` runs the stages on the modules, which hold the given weights
+
+def stacked_sgd(P: dict, grads: dict, M: dict, H: dict, lr: float, momentum: float, weight_decay: float = 0.0, clip: float = 0.0):
+    """`torch.optim.SGD`'s step (and `clip_grad_norm_` when `clip`) for stacked clients, row k = client k: `P` weights,
+    `M` momentum buffers, `H[n][k]` whether client k has one yet (else its first step starts it); updates the dicts."""
+    g = {n: v for n, v in grads.items() if v is not None}   # as SGD: a parameter the loss did not reach stays as it is
+    if clip and g:
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(v.flatten(1), dim=1) for v in g.values()], 1), dim=1)
+        coef = (clip / (norm + 1e-6)).clamp(max=1.0)
+        g = {n: v * coef.view(-1, *[1] * (v.dim() - 1)) for n, v in g.items()}
+    for n, d in g.items():
+        if weight_decay: d = d.add(P[n], alpha=weight_decay)
+        if momentum:
+            d = torch.where(H[n].view(-1, *[1] * (d.dim() - 1)), M[n].mul(momentum).add(d), d)
+            M[n], H[n] = d, torch.ones_like(H[n])
+        P[n] = P[n].add(d, alpha=-lr)
+
+def _nets(self: FRAug) -> Nets:
+    "The working parts as one `Nets` module (built once)."
+    if "nets" not in self._work: self._work["nets"] = Nets(self.parts())
+    return self._work["nets"]
+
+def _opt_names(self: FRAug) -> dict[str, list[str]]:
+    "Optimiser ('model', 'gen', 'rt') -> the `Nets` names of its parameters, in the optimiser's order."
+    return {k: [f"{k}.{n}" for n, _ in m.named_parameters()] for k, m in self.parts().items() if k in ("model", "gen", "rt") and m is not None}
+
+FRAug.nets, FRAug.opt_names = _nets, _opt_names
+
+# %% ../nbs/22_fraug.ipynb #3202f7a8
+def _stacked_iteration(self: FRAug, S: dict, M: dict, H: dict, proto: Tensor, b: dict, rnd: int) -> dict[str, Tensor]:
+    """One iteration for stacked clients: each stage (the same `classifier_loss`, `generator_loss`, `rtnet_loss` as one
+    client's) as one vmapped `functional_call` over the weights `S`, then its stacked SGD step; returns the losses, one row per client."""
+    t, p, nets, names = self.task, self.parts(), self.nets(), self.opt_names()
+    def stage(fn, trained: str, *args):
+        leaves = {n: S[n].detach().requires_grad_() for n in names[trained]}
+        out = vmap(lambda s, *a: functional_call(nets, s, (fn, *a)))({**S, **leaves}, *args)   # buffers (BN statistics) change in S
+        loss = out[0] if isinstance(out, tuple) else out
+        grads = torch.autograd.grad(loss.sum(), list(leaves.values()), allow_unused=True)
+        return out, dict(zip(leaves, grads))
+    def real(x):
+        with torch.no_grad(): return p["f"](x)
+    def classifier(pr, x, y, yc, z):
+        loss, terms = self.classifier_loss(x, y, yc, pr, rnd, z)   # updates this client's prototypes (its row of `proto`)
+        return loss, terms["real"]
+    x, y, yc, z = b["x"], b["y"], b["yc"], b["z"]
+    (loss, lreal), g = stage(classifier, "model", proto, x, y, yc, z)
+    with torch.no_grad(): stacked_sgd(S, g, M, H, t.lr_at(rnd), t.momentum, t.weight_decay, t.grad_clip)
+    out = {"loss": loss.detach(), "loss_real": lreal.detach()}
+    if p["gen"] is not None:
+        lg, g = stage(lambda pr, x, yc, z: self.generator_loss(yc, pr, lambda: real(x), z)[0], "gen", proto, x, yc, z)
+        with torch.no_grad(): stacked_sgd(S, g, M, H, self.gen_lr, t.momentum)
+        out["loss_gen"] = lg.detach()
+    if p["rt"] is not None:
+        lr_, g = stage(lambda pr, x, y, yc, z: self.rtnet_loss(y, yc, pr, lambda: real(x), z)[0], "rt", proto, x, y, yc, z)
+        with torch.no_grad(): stacked_sgd(S, g, M, H, self.rt_lr, t.momentum)
+        out["loss_rt"] = lr_.detach()
+    return out
+
+FRAug.stacked_iteration = _stacked_iteration
+
+# %% ../nbs/22_fraug.ipynb #ca535f63
+_OWN_STEP = ("local_update", "local_step", "optimizers", "iteration_draws", "iterations")  # what the stacked form mirrors
+
+def _local_updates_stacked(self: FRAug, states: list[dict], messages: list[Message], datas: list[ClientData], rnd: int,
+                           seeds: list[int]) -> list:
+    "All clients' `local_update`s at once (`Algorithm.local_updates_stacked`): their draws recorded first, then the iterations stacked."
+    changed = [m for m in _OWN_STEP if getattr(type(self), m) is not getattr(FRAug, m)]
+    if changed: raise FednbsError(f"{type(self).__name__} changes {', '.join(changed)}, which the stacked form does not follow")
+    t, p, nets = self.task, self.parts(), self.nets()
+    starts, draws = [], []
+    for state, msg, data, seed in zip(states, messages, datas, seeds):
+        self.load(state, msg)
+        starts.append({n: v.clone() for n, v in nets.state_dict().items()})
+        seed_everything(seed)                                    # as `update_client` before this client's `local_update`
+        draws.append(list(self.iteration_draws(state, data, rnd, self.iterations(data))))
+    S = {n: torch.stack([s[n] for s in starts]) for n in starts[0]}
+    M, H = {}, {}
+    for k, ns in self.opt_names().items():
+        for i, n in enumerate(ns):
+            saved = [st["opt"].get(k, {}).get(str(i), {}).get("momentum_buffer") for st in states]
+            H[n] = torch.tensor([v is not None for v in saved], device=S[n].device)
+            M[n] = torch.stack([torch.zeros_like(S[n][0]) if v is None else v.to(S[n]) for v in saved])
+    proto = torch.stack([st["proto"] for st in states])
+    set_round(p["model"], rnd, t.rounds)
+    K, Ts, totals = len(states), [len(d) for d in draws], [{} for _ in states]
+    for it in range(max(Ts)):
+        by_size = {}
+        for k in range(K):
+            if it < Ts[k]: by_size.setdefault(len(draws[k][it]["y"]), []).append(k)
+        for idx in by_size.values():   # clients whose batch has the same size step together
+            b = {key: torch.stack([draws[k][it][key] for k in idx]) for key in ("x", "y", "yc")}
+            b["z"] = {n: torch.stack([draws[k][it]["z"][n] for k in idx]) for n in draws[idx[0]][it]["z"]}
+            if len(idx) == K: out = self.stacked_iteration(S, M, H, proto, b, rnd)
+            else:
+                ii = torch.tensor(idx, device=proto.device)
+                part = [{n: v[ii] for n, v in D.items()} for D in (S, M, H)]
+                pp = proto[ii]
+                out = self.stacked_iteration(*part, pp, b, rnd)
+                for D, d in zip((S, M, H), part):
+                    for n, v in d.items(): D[n][ii] = v
+                proto[ii] = pp
+            for r, k in enumerate(idx):
+                for name, v in out.items(): totals[k][name] = totals[k].get(name, 0.0) + v[r]
+    results, opt_names = [], self.opt_names()
+    for k, (state, data) in enumerate(zip(states, datas)):
+        metrics = {name: float(v) / Ts[k] for name, v in totals[k].items()}
+        if not all(math.isfinite(v) for v in metrics.values()):
+            results.append(NonFiniteLoss(f"training losses {metrics}")); continue
+        part = lambda m: {n: S[f"{m}.{n}"][k].clone() for n in p[m].state_dict()}
+        shared, local = split_state(part("model"), self.local_names())
+        state["local"], state["proto"] = local, proto[k].clone()
+        state["opt"] = {o: {str(i): {"momentum_buffer": M[n][k].clone()} for i, n in enumerate(ns) if t.momentum and H[n][k]}
+                        for o, ns in opt_names.items()}
+        if p["rt"] is not None: state["rtnet"] = part("rt")
+        upload = self.model_message("model", shared, data)
+        if p["gen"] is not None:
+            gshared, glocal = split_state(part("gen"), self.gen_local_names())
+            upload.update(pack("gen", gshared))
+            if glocal: state["gen_local"] = glocal
+        results.append((upload, metrics))
+    return results
+
+FRAug.local_updates_stacked = _local_updates_stacked
 
 # %% ../nbs/22_fraug.ipynb #df32df47
 _FRAUG_OPT = dict(lr=0.01, momentum=0.5, rounds=300, weighting="samples")

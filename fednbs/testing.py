@@ -150,10 +150,11 @@ def _double(data: FederatedData) -> FederatedData:
     return FederatedData(data.name, cs, data.num_classes, heldout=[ClientData(c.name, f(c.x_train), c.y_train, f(c.x_test), c.y_test) for c in data.heldout])
 
 def _count_loops(algo: Algorithm, loops: list):
-    "Make `algo` append to `loops` at each call of `train_local` inside `local_update` (its training loops; not evaluation's fine-tuning)."
-    inside, update, train = [], algo.local_update, algo.train_local
+    "Make `algo` append to `loops` at each call of `train_local` inside `local_update` (its training loops; not evaluation's fine-tuning), or at each `local_update` of a class with its own stacked form (`stacks_updates`)."
+    inside, update, train, own = [], algo.local_update, algo.train_local, type(algo).stacks_updates()
     def local_update(*args, **kw):
         inside.append(1)
+        if own: loops.append(1)
         try: return update(*args, **kw)
         finally: inside.pop()
     def train_local(*args, **kw):
