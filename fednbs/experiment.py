@@ -60,6 +60,7 @@ class RunConfig:
     eval_every: int|None = None
     engine: str|None = None
     workers: int|None = None       # worker processes of --engine workers (None: one per core this run may use)
+    workers_per_gpu: int|None = None # with --engine workers on a GPU: worker processes on each GPU (None: one per GPU)
     threads: int|None = None       # intra-op threads of this process (None: the cores this run may use, `available_cores`)
     client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None
@@ -254,6 +255,11 @@ def resolve(cfg: RunConfig) -> RunConfig:
     for name in ("workers", "threads"):
         if getattr(cfg, name) is None: setattr(cfg, name, available_cores())
         _positive(cfg, name, int)
+    if cfg.workers_per_gpu is not None:
+        _positive(cfg, "workers_per_gpu", int)
+        check(cfg.engine == "workers" and check_device(cfg.device).type == "cuda", "--workers-per-gpu places worker processes on GPUs, "
+              f"so it needs --engine workers and --device cuda (got --engine {cfg.engine}, --device {cfg.device})",
+              "add --engine workers --device cuda, or on a CPU leave it out and pass --workers N")
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
     check(cfg.client_states == "memory" or cfg.engine == "auto" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
@@ -356,7 +362,7 @@ def prepare_out_dir(cfg: RunConfig):
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
-               "engine_ran", "log", "workers", "threads", "plugins")  # workers and threads change the speed, not the numbers;
+               "engine_ran", "log", "workers", "workers_per_gpu", "threads", "plugins")  # workers and threads change the speed, not the numbers;
                                                                                  # plugins where the code comes from, not what it computes
 
 def fingerprint(cfg: "RunConfig|dict") -> dict:
@@ -652,6 +658,7 @@ def make_engine(cfg: RunConfig, data: FederatedData, states: MutableMapping|None
     if states is not None: kw["states"] = states  # only the engines that keep client states here take a store
     engine = ENGINES[choose_engine(cfg, len(data.clients))[0] if cfg.engine == "auto" else cfg.engine]
     if "workers" in inspect.signature(engine).parameters: kw["workers"] = cfg.workers
+    if cfg.workers_per_gpu is not None: kw["workers_per_gpu"] = cfg.workers_per_gpu   # resolve admits it with the workers engine only
     return engine(algo, data, task, **kw)
 
 def check_data_options(name: str, options: dict):
