@@ -133,8 +133,7 @@ def config_from_args(ns: argparse.Namespace, base: dict|None = None) -> RunConfi
 
 # %% ../nbs/42_cli.ipynb #4ec46e6f
 import json, re, difflib, inspect
-try: import tomllib                        # Python 3.11 and later
-except ModuleNotFoundError: import tomli as tomllib   # Python 3.10: the same parser, a requirement there
+import tomllib
 from pathlib import Path
 from .experiment import resolve, check_data_options, fingerprint
 from .datasets import SKEW_OPTIONS

@@ -14,7 +14,7 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
            'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
-import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, statistics, typing, weakref, tokenize, zipfile
+import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref, tokenize, zipfile
 from dataclasses import dataclass, field, asdict, fields
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -27,6 +27,7 @@ from .algorithm import Task
 from .aggregation import SAMPLING
 from .state_store import DiskStates, MemoryStates, save_file, file_sha256, disk_error
 from .parallel import available_cores
+from .domain_skew import fairness_std
 
 log = logging.getLogger("fednbs")
 
@@ -532,9 +533,9 @@ def select_report(rows: list[dict], rule: str, clients: list[str], headline: str
 
 # %% ../nbs/40_experiment.ipynb #4706909a
 def client_std(per_client: dict) -> float|None:
-    "Standard deviation (ddof 1) of the per-client accuracies, the fairness figure FedHEAL reports; None for one client."
+    "Standard deviation (ddof 1) of the per-client accuracies, the fairness figure FedHEAL reports (`fairness_std`); None for one client."
     vals = [v for v in per_client.values() if v is not None]
-    return statistics.stdev(vals) if len(vals) > 1 else None
+    return fairness_std(vals) if len(vals) > 1 else None
 
 def report_text(rule: str, window: int, rounds_run: int) -> str:
     "What report `rule` selects, in words; a `tail_mean` window longer than the run says that it averaged the whole run."
