@@ -42,7 +42,7 @@ def parse_option(text: str) -> tuple[str, object]:
 
 # %% ../nbs/42_cli.ipynb #3ecdc91b
 NUMERIC = {"rounds": int, "local_epochs": int, "batch_size": int, "seed": int, "eval_every": int, "checkpoint_every": int, "report_window": int,
-           "workers": int, "threads": int,
+           "workers": int, "workers_per_gpu": int, "threads": int,
            "lr": float, "momentum": float, "weight_decay": float, "grad_clip": float, "lr_decay": float, "fraction": float}
 
 RUN_HELP = {
@@ -56,6 +56,8 @@ RUN_HELP = {
     "eval_every": "evaluate every N rounds (and always after the last)", "engine": "auto (the fastest here: batched on a GPU where the algorithm allows, workers on a CPU with several cores, "
               "else inprocess), inprocess, batched (in process, clients stacked), workers (clients in parallel processes) or flower",
     "workers": "worker processes of --engine workers (default: one per CPU core this run may use, at most one per client)",
+    "workers_per_gpu": "with --engine workers --device cuda: worker processes on each visible GPU (default: one per GPU; "
+                       "several share a GPU the way separate runs would, each with its own CUDA context)",
     "threads": "intra-op threads of the run's own process (default: the CPU cores this run may use)",
     "client_states": "where client states wait between rounds: memory, or disk (one file per client in the run folder, "
                      "loaded while the client trains; for many personalised clients)",
@@ -131,8 +133,7 @@ def config_from_args(ns: argparse.Namespace, base: dict|None = None) -> RunConfi
 
 # %% ../nbs/42_cli.ipynb #4ec46e6f
 import json, re, difflib, inspect
-try: import tomllib                        # Python 3.11 and later
-except ModuleNotFoundError: import tomli as tomllib   # Python 3.10: the same parser, a requirement there
+import tomllib
 from pathlib import Path
 from .experiment import resolve, check_data_options, fingerprint
 from .datasets import SKEW_OPTIONS

@@ -14,7 +14,7 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
            'run_experiment']
 
 # %% ../nbs/40_experiment.ipynb #22154041
-import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, statistics, typing, weakref, tokenize, zipfile
+import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref, tokenize, zipfile
 from dataclasses import dataclass, field, asdict, fields
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -27,6 +27,7 @@ from .algorithm import Task
 from .aggregation import SAMPLING
 from .state_store import DiskStates, MemoryStates, save_file, file_sha256, disk_error
 from .parallel import available_cores
+from .domain_skew import fairness_std
 
 log = logging.getLogger("fednbs")
 
@@ -60,6 +61,7 @@ class RunConfig:
     eval_every: int|None = None
     engine: str|None = None
     workers: int|None = None       # worker processes of --engine workers (None: one per core this run may use)
+    workers_per_gpu: int|None = None # with --engine workers on a GPU: worker processes on each GPU (None: one per GPU)
     threads: int|None = None       # intra-op threads of this process (None: the cores this run may use, `available_cores`)
     client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None
@@ -254,6 +256,11 @@ def resolve(cfg: RunConfig) -> RunConfig:
     for name in ("workers", "threads"):
         if getattr(cfg, name) is None: setattr(cfg, name, available_cores())
         _positive(cfg, name, int)
+    if cfg.workers_per_gpu is not None:
+        _positive(cfg, "workers_per_gpu", int)
+        check(cfg.engine == "workers" and check_device(cfg.device).type == "cuda", "--workers-per-gpu places worker processes on GPUs, "
+              f"so it needs --engine workers and --device cuda (got --engine {cfg.engine}, --device {cfg.device})",
+              "add --engine workers --device cuda, or on a CPU leave it out and pass --workers N")
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
     check(cfg.client_states == "memory" or cfg.engine == "auto" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
@@ -356,7 +363,7 @@ def prepare_out_dir(cfg: RunConfig):
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
-               "engine_ran", "log", "workers", "threads", "plugins")  # workers and threads change the speed, not the numbers;
+               "engine_ran", "log", "workers", "workers_per_gpu", "threads", "plugins")  # workers and threads change the speed, not the numbers;
                                                                                  # plugins where the code comes from, not what it computes
 
 def fingerprint(cfg: "RunConfig|dict") -> dict:
@@ -526,9 +533,9 @@ def select_report(rows: list[dict], rule: str, clients: list[str], headline: str
 
 # %% ../nbs/40_experiment.ipynb #4706909a
 def client_std(per_client: dict) -> float|None:
-    "Standard deviation (ddof 1) of the per-client accuracies, the fairness figure FedHEAL reports; None for one client."
+    "Standard deviation (ddof 1) of the per-client accuracies, the fairness figure FedHEAL reports (`fairness_std`); None for one client."
     vals = [v for v in per_client.values() if v is not None]
-    return statistics.stdev(vals) if len(vals) > 1 else None
+    return fairness_std(vals) if len(vals) > 1 else None
 
 def report_text(rule: str, window: int, rounds_run: int) -> str:
     "What report `rule` selects, in words; a `tail_mean` window longer than the run says that it averaged the whole run."
@@ -652,6 +659,7 @@ def make_engine(cfg: RunConfig, data: FederatedData, states: MutableMapping|None
     if states is not None: kw["states"] = states  # only the engines that keep client states here take a store
     engine = ENGINES[choose_engine(cfg, len(data.clients))[0] if cfg.engine == "auto" else cfg.engine]
     if "workers" in inspect.signature(engine).parameters: kw["workers"] = cfg.workers
+    if cfg.workers_per_gpu is not None: kw["workers_per_gpu"] = cfg.workers_per_gpu   # resolve admits it with the workers engine only
     return engine(algo, data, task, **kw)
 
 def check_data_options(name: str, options: dict):
