@@ -378,6 +378,3 @@ def interrupted_advice(argv: list[str]) -> str:
     if command == "run":
         return "rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)"
     return f"run the same fednbs {command} command again: what finished is kept and the unfinished runs resume"
-
-# %% ../nbs/42_cli.ipynb #af1b64af
-def __getattr__(name): return find_moved(__name__, name)  # names forwarded to a later module
