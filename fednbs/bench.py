@@ -4,13 +4,14 @@
 
 # %% auto #0
 __all__ = ['PROFILE_PARTS', 'BUSY_LOOP', 'TABLE_ALGOS', 'TABLE_HEADER', 'bare_evaluation', 'bare_round', 'framework_tax',
-           'bench_batched', 'floor_round', 'profile_stacked_round', 'print_profile', 'bench_workers',
-           'print_bench_workers', 'eval_chunk_speed', 'bench_side_by_side', 'bench_busy_pairs', 'print_busy_pairs',
-           'fednn_speed', 'measure_here', 'client_state_memory', 'engine_row', 'engine_row_fresh', 'engine_table_line',
-           'engine_table', 'add_bench_parser', 'bench_command', 'bench_engines']
+           'bench_batched', 'floor_round', 'profile_stacked_round', 'profile_figures', 'read_profile', 'profile_text',
+           'print_profile', 'bench_workers', 'print_bench_workers', 'eval_chunk_speed', 'bench_side_by_side',
+           'bench_busy_pairs', 'print_busy_pairs', 'fednn_speed', 'measure_here', 'client_state_memory', 'engine_row',
+           'engine_row_fresh', 'engine_table_line', 'engine_table', 'add_bench_parser', 'bench_command',
+           'bench_engines']
 
 # %% ../nbs/46_bench.ipynb #07a36801
-import os, sys, json, math, time, statistics, subprocess, resource, tempfile, threading, collections
+import os, sys, re, json, math, time, textwrap, statistics, subprocess, resource, tempfile, threading, collections
 import torch
 import torch.nn.functional as F
 from .core import *
@@ -51,7 +52,9 @@ def bare_round(model_fn, data: FederatedData, lr: float, batch_size: int, epochs
 
 # %% ../nbs/46_bench.ipynb #c9129caf
 def framework_tax(algo_name: str = "fedbn", model: str = "digitmodel", data: FederatedData|None = None, rounds: int = 2,
-                  lr: float = 0.01, batch_size: int = 32, epochs: int = 1, verbose: bool = True) -> dict:
+                  lr: float = 0.01, batch_size: int = 32, epochs: int = 1, verbose: bool = True,
+                  width: int|None = None, # columns of the printout (default: the terminal's)
+                 ) -> dict:
     "Median seconds per round for bare PyTorch, the simulator's training, and the full round with evaluation."
     load_plugins()
     check(rounds >= 1, f"rounds must be 1 or more (got {rounds})", "time at least one round, e.g. rounds=2")
@@ -70,8 +73,11 @@ def framework_tax(algo_name: str = "fedbn", model: str = "digitmodel", data: Fed
     res = {k: statistics.median(v) for k, v in (("bare", bare), ("bare_round", bare_full), ("train", train), ("round", full))}
     res.update(train_ratio=res["train"] / res["bare"], round_ratio=res["round"] / res["bare_round"], eval_over_train=res["round"] / res["train"])
     if verbose:
-        print(f"{algo_name} / {model}: training {res['train']:.2f} s vs bare training {res['bare']:.2f} s ({res['train_ratio']:.2f}x);\n"
-              f"  round with evaluation {res['round']:.2f} s vs bare round with the same evaluation {res['bare_round']:.2f} s ({res['round_ratio']:.2f}x)")
+        lines = (f"{algo_name} / {model}: training {res['train']:.2f} s vs bare training {res['bare']:.2f} s ({res['train_ratio']:.2f}x);",
+                 f"round with evaluation {res['round']:.2f} s vs bare round, same evaluation, {res['bare_round']:.2f} s ({res['round_ratio']:.2f}x)")
+        w = width or terminal_width()
+        print(textwrap.fill(lines[0], w, subsequent_indent="    "))
+        print(textwrap.fill(lines[1], w, initial_indent="  ", subsequent_indent="    "))
     return res
 
 # %% ../nbs/46_bench.ipynb #66701ef0
@@ -207,16 +213,44 @@ def profile_stacked_round(algo: str = "fedavg", model: str = "lenet", clients: i
     return dict(algo=algo, model=model, clients=clients, n_train=n_train, n_test=n_test, device=str(dev), round_s=plain,
                 profiled_round_s=total / rounds, parts=parts, floor_s=floor, stacked_loops=sim.stacked_loops)
 
-def print_profile(res: dict):
-    "The parts of `profile_stacked_round` as a table, with the floor beside the round."
-    u = "CPU s" if res["device"] == "cpu" else "s"
-    print(f"{res['algo']} / {res['model']}, {res['clients']} clients x {res['n_train']} images (test {res['n_test']}) on {res['device']}: "
-          f"round {res['round_s']:.2f} {u} (with the timers {res['profiled_round_s']:.2f} {u})")
+def profile_figures(res: dict) -> dict:
+    "The figures of `profile_stacked_round`'s result as its printout shows them (text, rounded)."
     tot = sum(res["parts"].values()) or 1.0
-    for k, v in res["parts"].items(): print(f"  {k:<10} {v:7.2f} {u:<5} {100 * v / tot:5.1f} %  {PROFILE_PARTS[k][:66]}")
     train = tot - res["parts"]["evaluate"]
-    print(f"  floor (bare torch.func, the same steps, no evaluation): {res['floor_s']:.2f} {u}\n"
-          f"  the round's training: {train:.2f} {u} = {train / res['floor_s']:.2f}x the floor")
+    return dict(head=f"{res['algo']} / {res['model']}, {res['clients']} clients x {res['n_train']} images (test {res['n_test']}) on {res['device']}",
+                unit="CPU s" if res["device"] == "cpu" else "s", round=f"{res['round_s']:.2f}", timed=f"{res['profiled_round_s']:.2f}",
+                parts={k: (f"{v:.2f}", f"{100 * v / tot:.1f}") for k, v in res["parts"].items()},
+                floor=f"{res['floor_s']:.2f}", train=f"{train:.2f}", ratio=f"{train / res['floor_s']:.2f}")
+
+_U = r"(?:CPU\s+s|s)"   # the unit, "CPU s" on a CPU
+_PROFILE_HEAD = re.compile(r"(?P<head>\S[\s\S]*?\s+on\s+\S+):\s+round\s+(?P<round>[\d.]+)\s+(?P<unit>CPU\s+s|s)\s+\(with\s+the\s+timers\s+(?P<timed>[\d.]+)\s+" + _U + r"\)")
+_PROFILE_PART = re.compile(r"^  (?P<part>[a-z][a-z ]*?)\s+(?P<s>\d+\.\d+) " + _U + r"\s+(?P<pct>\d+\.\d) %", re.M)
+_PROFILE_FLOOR = re.compile(r"no\s+evaluation\):\s+(?P<floor>[\d.]+)\s[\s\S]*?training:\s+(?P<train>[\d.]+)\s+" + _U + r"\s+=\s+(?P<ratio>[\d.]+)x")
+
+def read_profile(text: str) -> dict:
+    "The figures of a printed profile (`print_profile`'s text at any width), to lay out again with every figure as printed."
+    head, floor = _PROFILE_HEAD.search(text), _PROFILE_FLOOR.search(text)
+    check(head is not None and floor is not None, "the text is not a profile printed by print_profile", "pass the text print_profile printed")
+    return dict(head=re.sub(r"\s+", " ", head["head"]), unit=re.sub(r"\s+", " ", head["unit"]), round=head["round"], timed=head["timed"],
+                parts={m["part"]: (m["s"], m["pct"]) for m in _PROFILE_PART.finditer(text) if m["part"] in PROFILE_PARTS},
+                floor=floor["floor"], train=floor["train"], ratio=floor["ratio"])
+
+def profile_text(figs: dict, width: int|None = None) -> str:
+    "A profile's figures (`profile_figures` or `read_profile`) laid out to `width` columns (default: the terminal's)."
+    w, u = width or terminal_width(), figs["unit"]
+    fill = lambda s, first="  ", rest="    ": textwrap.fill(s, w, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False, break_long_words=False)
+    out = [fill(figs["head"] + ":", "", "  "), fill(f"round {figs['round']} {u} (with the timers {figs['timed']} {u})")]
+    for k, (s, pct) in figs["parts"].items():
+        lead = f"  {k:<9} {s:>6} {u:<5} {pct:>5} %  "
+        out.append(fill(PROFILE_PARTS[k], lead, " " * len(lead)))
+    out.append(fill(f"floor (bare torch.func, the same steps, no evaluation): {figs['floor']} {u}"))
+    out.append(fill(f"the round's training: {figs['train']} {u} = {figs['ratio']}x the floor"))
+    return "\n".join(out)
+
+def print_profile(res: dict, width: int|None = None):
+    "The parts of `profile_stacked_round` as a table, with the floor beside the round, in `width` columns (default: the terminal's)."
+    print(profile_text(profile_figures(res), width))
+
 
 # %% ../nbs/46_bench.ipynb #4aa7d119
 def bench_workers(algo: str = "fedavg", model: str = "lenet", clients: int = 10, n_train: int = 200, n_test: int = 200,
@@ -497,12 +531,6 @@ def engine_table(algos=TABLE_ALGOS, clients=(20, 100, 500), engines=("inprocess"
     return rows
 
 
-# %% ../nbs/46_bench.ipynb #be229bc5
-moved_to("fednbs.batched", ["bench_batched"], "fednbs.bench")
-moved_to("fednbs.state_store", ["measure_here", "client_state_memory"], "fednbs.bench")
-moved_to("fednbs.fednn", ["fednn_speed"], "fednbs.bench")
-moved_to("fednbs.cli", ["bench_command", "bench_engines"], "fednbs.bench")
-
 # %% ../nbs/46_bench.ipynb #db8a8448
 @COMMANDS.register("bench", "time federated rounds against the bare PyTorch loop, or the engines side by side")
 def add_bench_parser(sub):
@@ -573,7 +601,8 @@ def bench_engines(ns) -> int:
         check(a in capable, f"{a} trains its clients one after the other (it does not declare supports_batched)", "pick one of " + ", ".join(capable))
     check(ns.workers >= 0, f"--workers must be 0 or more (got {ns.workers})", "pass e.g. --workers 4, or leave it out")
     wcol = f" {'workers=' + str(ns.workers) + ' s':>12}" if ns.workers else ""
-    print(f"{'algo':<8} {'model':<11} {'clients':>7} {'images':>6} {'device':<6} {'sequential s':>12} {'batched s':>9} {'speed-up':>8} {'peak MiB seq/bat':>16}{wcol}")
+    print(f"{ns.model}, {ns.n_train} training images per client, on {ns.device}: seconds per round")
+    print(f"{'algo':<8} {'clients':>7} {'sequential s':>12} {'batched s':>9} {'speed-up':>8} {'peak MiB seq/bat':>16}{wcol}")
     kw = dict(n_train=ns.n_train, rounds=ns.rounds, batch_size=ns.batch_size)
     # every workers timing first: a process that has run autograd on a GPU can no longer fork workers
     on_workers = {(a, k): bench_batched(a, ns.model, clients=k, workers=ns.workers, engines=("workers",), **kw)["workers_s"]
@@ -584,5 +613,5 @@ def bench_engines(ns) -> int:
             if ns.workers: r["workers_s"] = on_workers[(a, k)]
             peak = f"{r['sequential_peak_mib']:.0f}/{r['batched_peak_mib']:.0f}" if "batched_peak_mib" in r else "-"
             wval = f" {r['workers_s']:>12.2f}" if ns.workers else ""
-            print(f"{a:<8} {ns.model:<11} {k:>7} {ns.n_train:>6} {ns.device:<6} {r['sequential_s']:>12.2f} {r['batched_s']:>9.2f} {r['speedup']:>7.2f}x {peak:>16}{wval}")
+            print(f"{a:<8} {k:>7} {r['sequential_s']:>12.2f} {r['batched_s']:>9.2f} {r['speedup']:>7.2f}x {peak:>16}{wval}")
     return 0

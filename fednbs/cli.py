@@ -278,12 +278,14 @@ def run_config(ns: argparse.Namespace) -> RunConfig:
 # %% ../nbs/42_cli.ipynb #463243db
 import textwrap
 
-def doc_row(name: str, doc: str, col: int, width: int = 110) -> str:
-    "`  name  doc`, the name padded to `col` characters and the doc wrapped under itself to fit `width` columns."
+def doc_row(name: str, doc: str, col: int, width: int|None = None) -> str:
+    "`  name  doc`, the name padded to `col` characters and the doc wrapped under itself to fit `width` columns (default: the terminal's)."
+    width = width or terminal_width()
     return textwrap.fill(doc, width, initial_indent=f"  {name:<{col - 2}}", subsequent_indent=" " * col, break_on_hyphens=False)
 
-def capability_lines(width: int = 110) -> list[str]:
+def capability_lines(width: int|None = None) -> list[str]:
     "What each algorithm declares: which the batched engine stacks, which models it applies to held-out domains."
+    width = width or terminal_width()
     algos = {n: ALGORITHMS[n] for n in ALGORITHMS.names()}
     stack = [n for n, a in algos.items() if getattr(a, "supports_batched", False)]
     held = [f"{n} ({', '.join(a.heldout_models)})" for n, a in algos.items() if getattr(a, "heldout_models", {})]
@@ -292,8 +294,10 @@ def capability_lines(width: int = 110) -> list[str]:
     return (wrap("stacked by the batched engine: ", stack)
             + wrap("held-out domains (--data-option holdout=DOMAIN), the models applied: ", held))
 
-def list_text() -> str:
-    "The text of `fednbs list`: algorithms, datasets, models, norms, engines, presets and plugins; every line fits 110 columns."
+def list_text(width: int|None = None, # columns of the text (default: the terminal's, at most 110)
+             ) -> str:
+    "The text of `fednbs list`: algorithms, datasets, models, norms, engines, presets and plugins, in `width` columns."
+    width = width or terminal_width()
     load_plugins()
     for name in OPTIONAL_MODULES:  # the Flower engine too, when its extra is installed
         try: load_optional(name)
@@ -301,17 +305,17 @@ def list_text() -> str:
     out = []
     for title, reg in (("algorithms", ALGORITHMS), ("datasets", DATASETS), ("models", MODELS), ("norms", NORMS), ("engines (--engine)", ENGINES)):
         out.append(f"{title}:")
-        out += [doc_row(n, reg.docs[n], 20) for n in reg.names()]
-        if reg is ALGORITHMS: out += capability_lines()
+        out += [doc_row(n, reg.docs[n], 20, width) for n in reg.names()]
+        if reg is ALGORITHMS: out += capability_lines(width)
         out.append("")
     out.append("presets (fednbs run --preset NAME; fednbs reproduce NAME):")
     w = max(map(len, PRESETS), default=16) + 2
-    out += [doc_row(n, PRESET_DOCS[n], w + 2) for n in sorted(PRESETS)]
+    out += [doc_row(n, PRESET_DOCS[n], w + 2, width) for n in sorted(PRESETS)]
     out += ["", "plugins (--plugin MODULE_OR_FILE, or a package's fednbs.plugins entry point):"]
     for key, p in PLUGINS.items():
         what = "; ".join(f"{kind} {', '.join(names)}" for kind, names in p["provides"].items()) or "registers nothing"
-        out.append(doc_row(p["module"], f"{what} ({p['origin']}: {key})", 20))
-    out += [doc_row(k, why, 20) for k, why in PLUGIN_FAILURES.items()] if PLUGIN_FAILURES else []
+        out.append(doc_row(p["module"], f"{what} ({p['origin']}: {key})", 20, width))
+    out += [doc_row(k, why, 20, width) for k, why in PLUGIN_FAILURES.items()] if PLUGIN_FAILURES else []
     if not PLUGINS and not PLUGIN_FAILURES: out.append("  none")
     return "\n".join(out).rstrip()
 
@@ -375,6 +379,3 @@ def interrupted_advice(argv: list[str]) -> str:
     if command == "run":
         return "rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)"
     return f"run the same fednbs {command} command again: what finished is kept and the unfinished runs resume"
-
-# %% ../nbs/42_cli.ipynb #af1b64af
-def __getattr__(name): return find_moved(__name__, name)  # names forwarded to a later module

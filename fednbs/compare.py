@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['COLUMN_NAMES', 'read_run', 'find_runs', 'group_runs', 'label_groups', 'summarize_groups', 'paired_test',
-           'add_baseline', 'protocol_line', 'seed_warning', 'compare_text', 'compare_markdown', 'compare_latex',
-           'compare_csv', 'compare_figure', 'write_compare', 'add_compare_parser', 'compare_groups', 'compare_command']
+           'add_baseline', 'protocol_line', 'seed_warning', 'wrap_lines', 'compare_text', 'compare_markdown',
+           'compare_latex', 'compare_csv', 'compare_figure', 'write_compare', 'add_compare_parser', 'compare_groups',
+           'compare_command']
 
 # %% ../nbs/44_compare.ipynb #360c4913
-import io, csv, json, math, statistics
+import io, csv, json, math, statistics, textwrap
 from pathlib import Path
 from .core import *
 from .data import HELDOUT
@@ -269,12 +270,35 @@ def _table(agg: dict, digits: int, columns: list|None, pm: str = " ± ") -> tupl
 
 COLUMN_NAMES = {"client_std": "client std"}
 
-def compare_text(agg: dict, digits: int = 1, columns: list|None = None) -> str:
-    "The comparison as an aligned text table, headed by its protocol line and followed by what its columns mean."
+def _blocks(head: list[str], body: list[list[str]], width: int) -> list[list[int]]:
+    "The table's value columns in blocks that fit `width` beside the first three (the Δ and p columns stay together)."
+    w = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+    units = [[i] for i in range(3, len(head))]
+    if head[-1] == "p (n)" and len(units) > 1: units[-2:] = [units[-2] + units[-1]]
+    span = lambda cols: sum(w[i] + 2 for i in cols) - 2
+    blocks = [[]]
+    for u in units:
+        if blocks[-1] and span([0, 1, 2, *blocks[-1], *u]) > width: blocks.append([])
+        blocks[-1] += u
+    return blocks
+
+def wrap_lines(lines: list[str], width: int) -> list[str]:
+    "Each line wrapped to `width` columns, what does not fit continued on indented lines."
+    return [l2 for l in lines for l2 in (textwrap.wrap(l, width, subsequent_indent="  ", break_on_hyphens=False) or [""])]
+
+def compare_text(agg: dict, digits: int = 1, columns: list|None = None,
+                 width: int|None = None, # columns of the text (default: the terminal's)
+                ) -> str:
+    """The comparison as an aligned text table, headed by its protocol line and followed by what its columns mean.
+    A table wider than `width` is shown in blocks of columns, each with the runs, models and seeds."""
+    width = width or terminal_width()
     head, body = _table(agg, digits, columns)
     w = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
-    fmt = lambda row: "  ".join(x.ljust(w[i]) if i < 2 else x.rjust(w[i]) for i, x in enumerate(row)).rstrip()
-    return "\n".join([protocol_line(agg), fmt(head), *map(fmt, body), *_notes(agg, columns)])
+    fmt = lambda row, cols: "  ".join(row[i].ljust(w[i]) if i < 2 else row[i].rjust(w[i]) for i in cols).rstrip()
+    table = []
+    for cols in _blocks(head, body, width):
+        table += ([""] if table else []) + [fmt(row, [0, 1, 2, *cols]) for row in [head, *body]]
+    return "\n".join(wrap_lines([protocol_line(agg)], width) + table + wrap_lines(_notes(agg, columns), width))
 
 def _notes(agg: dict, columns: list|None = None) -> list[str]:
     "The lines under a table: what a lone value, the fairness column and the test are; the seed warning."
@@ -384,5 +408,5 @@ def compare_command(ns) -> int:
     cols = [c.strip() for c in ns.columns.split(",") if c.strip()] if ns.columns else None
     print(compare_text(agg, ns.digits, cols))
     out = write_compare(agg, ns.out, digits=ns.digits, columns=cols)
-    print(f"written: {', '.join(str(out / f'compare.{x}') for x in ('md', 'csv', 'tex', 'png'))}")
+    print("\n".join(wrap_lines([f"written: {out / 'compare.md'}, .csv, .tex, .png"], terminal_width())))
     return 0

@@ -7,8 +7,8 @@ __all__ = ['OPTIONAL_MODULES', 'RENAMED_MODULES', 'PLUGIN_GROUP', 'PLUGINS', 'PL
            'MODELS', 'NORMS', 'ENGINES', 'COMMANDS', 'PRESETS', 'PRESET_DOCS', 'MOVED', 'Message', 'FednbsError',
            'check', 'load_plugins', 'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec',
            'load_plugin', 'plugins_for', 'entry_point_plugins', 'load_entry_points', 'unload_plugin', 'moved_to',
-           'find_moved', 'derive_seed', 'seed_everything', 'pack', 'unpack', 'message_nbytes', 'tree_map', 'tree_clone',
-           'all_finite', 'get_device']
+           'find_moved', 'terminal_width', 'derive_seed', 'seed_everything', 'pack', 'unpack', 'message_nbytes',
+           'tree_map', 'tree_clone', 'all_finite', 'get_device']
 
 # %% ../nbs/00_core.ipynb #b84137ce
 import hashlib, random, math, importlib, importlib.util, pkgutil, warnings, inspect, sys, os, logging, traceback
@@ -271,6 +271,15 @@ def __getattr__(name):
             super().__init__(sym, name=name, title_level=title_level, maxline=DOC_SIGNATURE_WIDTH)
     globals()["DocRenderer"] = DocRenderer
     return DocRenderer
+
+# %% ../nbs/00_core.ipynb #ec843baa
+import shutil
+
+def terminal_width(cap: int = 110, # the widest layout, however wide the terminal
+                   least: int = 40, # the narrowest layout, however narrow the terminal
+                  ) -> int:
+    "Columns to lay out command-line text in: the terminal's width (`COLUMNS` when set), between `least` and `cap`."
+    return max(least, min(shutil.get_terminal_size((cap, 24)).columns, cap))
 
 # %% ../nbs/00_core.ipynb #dbd9f281
 def derive_seed(*parts) -> int:

@@ -570,8 +570,13 @@ def summarize(rows: list[dict], cfg: RunConfig, algo_cls, client_names: list[str
             "heldout_models": dict(getattr(algo_cls, "heldout_models", {}))}
 
 # %% ../nbs/40_experiment.ipynb #57180427
-def format_table(summary: dict) -> str:
-    "Per-client accuracy table (one column per evaluated model, the reported evaluation beside the last one) as text."
+def format_table(summary: dict,
+                 width: int|None = None, # columns of the text (default: the terminal's)
+                ) -> str:
+    "Per-client accuracy table (one column per evaluated model, the reported evaluation beside the last one) as text; notes wrap to `width`."
+    import textwrap
+    width = width or terminal_width()
+    note = lambda text: textwrap.fill(text, width, subsequent_indent="  ", break_on_hyphens=False)
     models, rep = list(summary["models"]), summary.get("reported", {"rule": "last"})
     sel = summary.get("selections", {}).get(rep["rule"], {}).get("models", {})
     cols = [(m, summary["models"][m]) for m in models]
@@ -581,14 +586,14 @@ def format_table(summary: dict) -> str:
     for c in list(summary["per_client"]) + ["mean", "weighted"]:
         vals = [v["per_client"].get(c) if c not in names else v[c] for _, v in cols]
         lines.append(f"{names.get(c, c):<16}" + "".join(f"{x:>10.4f}" if x is not None else f"{'-':>10}" for x in vals))
-    lines.append(f"columns: accuracy at the last evaluation (round {summary['evaluated_round']}, counted from 0 as in metrics.csv)")
+    lines.append(note(f"columns: accuracy at the last evaluation (round {summary['evaluated_round']}, counted from 0 as in metrics.csv)"))
     if summary.get("heldout"):   # domains no client trained on: not in the mean or the pooled accuracy above
         hm = list(dict.fromkeys(m for v in summary["heldout"].values() for m in v))
         lines.append(f"{'held-out domain':<16}" + "".join(f"{m:>10}" for m in hm))
         lines += [f"{d:<16}" + "".join(f"{v[m]:>10.4f}" if m in v else f"{'-':>10}" for m in hm) for d, v in summary["heldout"].items()]
-        lines += [f"{m}: {summary.get('heldout_models', {}).get(m, '')}" for m in hm]
-    if rep["rule"] != "last": lines.append(f"columns with *: report '{rep['rule']}' = {rep['text']}")
-    for k, v in summary.get("averages", {}).items(): lines.append(f"{names[k]}: {v}")
+        lines += [note(f"{m}: {summary.get('heldout_models', {}).get(m, '')}") for m in hm]
+    if rep["rule"] != "last": lines.append(note(f"columns with *: report '{rep['rule']}' = {rep['text']}"))
+    for k, v in summary.get("averages", {}).items(): lines.append(note(f"{names[k]}: {v}"))
     return "\n".join(lines)
 
 # %% ../nbs/40_experiment.ipynb #4a8734f7

@@ -43,6 +43,3 @@ for _name, _doc, _settings in [
           **FEDNN_OPTIM)),
 ]:
     if PRESETS.get(_name) != _settings: register_preset(_name, _doc, **_settings)   # importing the module again files nothing twice
-
-# %% ../nbs/20_fednn.ipynb #93fc7155
-def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module

@@ -241,6 +241,3 @@ def _mem_restore(self, info: dict):
             if p.name not in {n for n, _ in files.values()}: p.unlink()
 
 MemoryStates.snapshot, MemoryStates.restore = _mem_snapshot, _mem_restore
-
-# %% ../nbs/32_state_store.ipynb #626b2cad
-def __getattr__(name): return find_moved(__name__, name)  # names forwarded to a later module

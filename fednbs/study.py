@@ -169,18 +169,20 @@ def run_study(path: str|Path, jobs: int|None = None, quiet: bool = False, dry_ru
     sweeps = [r for r in plan if r["phase"] == "sweep"]
     total = len(sweeps) + len(study["datasets"]) * len(study["methods"]) * len(study["seeds"])
     state = lambda s: sum(r["state"] == s for r in plan)
-    print(textwrap.fill(f"study {Path(path).name}: {len(study['datasets'])} dataset(s) x {len(study['methods'])} method(s) x "
+    width = terminal_width()
+    fill = lambda text: textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    print(fill(f"study {Path(path).name}: {len(study['datasets'])} dataset(s) x {len(study['methods'])} method(s) x "
           f"{len(study['seeds'])} seed(s)" + (f" + {len(sweeps)} sweep runs" if sweeps else "") + f" = {total} runs; {state('done')} done, "
           f"{state('resume')} to resume, {state('new')} to start" + (" (then the swept methods' final runs)" if sweeps else "")
-          + f", {jobs} at a time", 110, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+          + f", {jobs} at a time"))
     if dry_run:
-        for r in plan: print(f"  {r['state']:<7}" + command_text(r["argv"], width=100).replace("\n", "\n" + " " * 9))
+        for r in plan: print(f"  {r['state']:<7}" + command_text(r["argv"], width=width - 9).replace("\n", "\n" + " " * 9))
         return {}
     t0 = time.perf_counter()
     done = _run_pending(plan, jobs, total, state("done"), quiet, t0)
     if sweeps:
         winners = _select(study, sweeps)
-        for (ds, m), flags in winners.items(): print(f"{m} on {ds}: sweep winner {point_label(flags)} (recorded in {study['out'] / ds / m / 'sweep'})")
+        for (ds, m), flags in winners.items(): print(fill(f"{m} on {ds}: sweep winner {point_label(flags)} (recorded in {study['out'] / ds / m / 'sweep'})"))
         finals = [r for r in plan_runs(study, winners) if r["phase"] == "final"]
         _run_pending(finals, jobs, total, done + sum(r["state"] == "done" for r in finals if r["method"] in {m for _, m in winners}), quiet,
                      t0, done - state("done"))
@@ -192,7 +194,7 @@ def run_study(path: str|Path, jobs: int|None = None, quiet: bool = False, dry_ru
         agg = summarize_groups(groups, study["report"], study["report_window"])
         tables[ds] = add_baseline(agg, study["baseline"]) if study["baseline"] else agg
         out = write_compare(tables[ds], study["out"] / ds / "compare", columns=study["columns"])
-        print(f"\n{ds}:\n{compare_text(tables[ds], columns=study['columns'])}\nwritten: {out}/compare.md, .csv, .tex, .png")
+        print(f"\n{ds}:\n{compare_text(tables[ds], columns=study['columns'], width=width)}\n" + fill(f"written: {out}/compare.md, .csv, .tex, .png"))
     return tables
 
 # %% ../nbs/47_study.ipynb #abe67e28

@@ -98,8 +98,9 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
                 if not quiet:
                     a = argvs[k]; out = a[a.index("--out") + 1] if "--out" in a else command_text(a)
                     why = f": {error_line(logs[k])} (log: {logs[k]})" if p.returncode and logs else ""
-                    print(f"{progress_line(done + finished, total, time.perf_counter() - t0, ran + finished)} "
-                          f"{'done' if p.returncode == 0 else 'FAILED'} {out}{why}", flush=True)
+                    print(textwrap.fill(f"{progress_line(done + finished, total, time.perf_counter() - t0, ran + finished)} "
+                                        f"{'done' if p.returncode == 0 else 'FAILED'} {out}{why}", terminal_width(), subsequent_indent="  ",
+                                        break_long_words=False, break_on_hyphens=False), flush=True)
             time.sleep(0.1)
     finally:
         for p, _ in running.values(): p.terminate()   # interrupted: the runs stop, their finished rounds stay (resumed next time)
@@ -223,8 +224,10 @@ def sweep_command(ns, run_args: list[str]) -> int:
     atomic_write(out / "sweep.json", lambda p: Path(p).write_text(json.dumps({**record, "status": "running"}, indent=2)))
     todo = [(label, seed, argv + (["--resume"] if states[(label, seed)] == "resume" else []))
             for label, seed, argv in cmds if states[(label, seed)] != "done"]    # finished earlier with these settings: kept
-    print(f"sweep: {len(grid_points(grid))} points x {len(seeds)} seeds = {len(cmds)} runs, {len(cmds) - len(todo)} already done, "
-          f"{len(todo)} to run, {ns.jobs} at a time")
+    width = terminal_width()
+    fill = lambda text: textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    print(fill(f"sweep: {len(grid_points(grid))} points x {len(seeds)} seeds = {len(cmds)} runs, {len(cmds) - len(todo)} already done, "
+               f"{len(todo)} to run, {ns.jobs} at a time"))
     codes = run_jobs([a for _, _, a in todo], ns.jobs, [out / "logs" / f"{l}-s{s}.log" for l, s, _ in todo], len(cmds),
                      len(cmds) - len(todo), ns.quiet) if todo else []
     failed = [command_text(a) for (_, _, a), c in zip(todo, codes) if c != 0]
@@ -245,9 +248,8 @@ def sweep_command(ns, run_args: list[str]) -> int:
     print(f"{'point':<{w}}{ns.select + ' (%)':>16}")
     for k, v in scores.items():
         print(f"{k:<{w}}{statistics.fmean(v) * 100:>9.1f}" + (f" ± {sd(v) * 100:<4.1f}" if len(v) > 1 else " " * 7) + ("  <- winner" if k == win else ""))
-    print(textwrap.fill(f"selection: {SELECT[ns.select]}; recorded in {out / 'sweep.json'}, drawn in {out / 'sweep.png'}", 110,
-                        subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+    print(fill(f"selection: {SELECT[ns.select]}; recorded in {out / 'sweep.json'}, drawn in {out / 'sweep.png'}"))
     print(f"the winner on the test split:")
-    print(compare_text(agg))
+    print(compare_text(agg, width=width))
     write_compare(agg, out / "winner")
     return 0

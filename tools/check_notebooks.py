@@ -49,11 +49,9 @@ Mono) advances 0.602em = 8.955px a character. A code block pads 0.4em (11.9px in
 An output block is indented by nbs/styles.css (0.6rem margin + 2px border = 12.2px): (749 - 12.2) / 8.955 = 82.3.
 So 82 characters show without a scroll bar, in both.
 
-Notebooks in `TEMPORARY_EXEMPT[check]` are listed, not failed, for that check (for `wide-output` they still fail above
-the earlier limit of 110). The list is temporary: it holds the pages not yet brought up to the newer checks, and
-shrinks to empty. `--report FILE` writes every finding, exempted or not, per notebook and cell, as markdown.
+`--report FILE` writes every finding, per notebook and cell, as markdown.
 
-Exit status 1 when anything not exempted is reported.
+Exit status 1 when anything is reported.
 Usage: python tools/check_notebooks.py [--max-output N] [--max-width N] [--report FILE] [--self-test] [paths...]
 """
 import argparse, ast, json, re, sys
@@ -69,22 +67,6 @@ LONG_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d{5,}(?![\d.])")
 LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+\S")
 FENCE = re.compile(r"^\s*(```|~~~)")
 COLUMN = 82          # characters the page column shows in a code block or an output (derivation in the docstring)
-LEGACY_WIDTH = 110   # the earlier output limit, still enforced on notebooks exempted from `wide-output`
-
-# Checks that the pages below do not pass yet; each list empties as its pages are fixed. Not failures, but listed
-# (and written by --report). Paths relative to the repository root.
-TEMPORARY_EXEMPT: dict[str, set[str]] = {
-    "wide-output": {"nbs/33_flower.ipynb", "nbs/40_experiment.ipynb", "nbs/42_cli.ipynb",
-        "nbs/44_compare.ipynb", "nbs/45_sweep.ipynb", "nbs/46_bench.ipynb",
-        "nbs/47_study.ipynb"},
-    "wide-code": set(),
-    "unbacked-number": set(),
-    "changelog-voice": set(),
-    "duplicate-cell": set(),
-    "nonetype-signature": set(),
-    "private-show-doc": set(),
-    "heading-showdoc": set(),
-}
 
 PROSE_NUMBER = re.compile(r"(?<![\w.\-/])(\d+\.\d+)(?![\w]|\.\d)")
 ANY_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -376,31 +358,19 @@ def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN
 
 FINDING = re.compile(r"^(?P<path>.+?\.ipynb): (?:cell (?P<cell>\d+): )?(?P<kind>[\w-]+): (?P<msg>.*)$")
 
-def is_exempt(finding: str) -> bool:
-    "Whether `finding` is for a check its notebook is temporarily exempt from (a wide-output beyond LEGACY_WIDTH never is)."
-    m = FINDING.match(finding)
-    if not m or m["kind"] not in TEMPORARY_EXEMPT: return False
-    path = Path(m["path"]).resolve()
-    try: rel = path.relative_to(Path(__file__).resolve().parent.parent).as_posix()
-    except ValueError: rel = m["path"]
-    if rel not in TEMPORARY_EXEMPT[m["kind"]]: return False
-    widest = re.search(r"\(widest (\d+)", m["msg"])
-    return not (m["kind"] == "wide-output" and widest and int(widest.group(1)) > LEGACY_WIDTH)
-
 def write_report(findings: list[str], files: list[Path], out: Path):
-    "Every finding, per notebook and cell, as markdown: failures first, then the exempted ones."
+    "Every finding, per notebook and cell, as markdown."
     by_nb: dict[str, list[str]] = {}
     for f in findings:
         m = FINDING.match(f)
         by_nb.setdefault(m["path"] if m else "?", []).append(f)
-    lines = [f"# Notebook check report", "", f"{len(findings)} findings in {len(by_nb)} of {len(files)} notebooks "
-             f"({sum(not is_exempt(f) for f in findings)} failing, {sum(map(is_exempt, findings))} temporarily exempt).", ""]
+    lines = [f"# Notebook check report", "", f"{len(findings)} findings in {len(by_nb)} of {len(files)} notebooks.", ""]
     for nb in sorted(by_nb):
         lines += [f"## {nb}", ""]
         for f in by_nb[nb]:
             m = FINDING.match(f)
             cell = f"cell {m['cell']}" if m and m["cell"] else "notebook"
-            lines.append(f"- {cell}: **{m['kind'] if m else '?'}**{' (exempt)' if is_exempt(f) else ''}: {m['msg'] if m else f}")
+            lines.append(f"- {cell}: **{m['kind'] if m else '?'}**: {m['msg'] if m else f}")
         lines.append("")
     out.write_text("\n".join(lines))
 
@@ -416,12 +386,9 @@ def main(argv=None) -> int:
     files = sorted(f for q in map(Path, a.paths) for f in ([q] if q.is_file() else q.rglob("*.ipynb"))
                    if not any(part.startswith((".", "_")) for part in f.parts))
     findings = [msg for f in files for msg in check_notebook(f, a.max_output, a.max_width)]
-    failing = [f for f in findings if not is_exempt(f)]
-    exempt = len(findings) - len(failing)
     if a.report: write_report(findings, files, a.report)
-    print("\n".join(failing) or f"ok: {len(files)} notebooks")
-    if exempt: print(f"({exempt} findings on temporarily exempted notebooks; TEMPORARY_EXEMPT in {Path(__file__).name}; --report FILE lists them)")
-    return 1 if failing else 0
+    print("\n".join(findings) or f"ok: {len(files)} notebooks")
+    return 1 if findings else 0
 
 def _nb(*cells) -> dict:
     "A notebook of `cells`: ('md', text) or ('code', source, outputs)."
