@@ -577,6 +577,8 @@ def bench_command(ns) -> int:
             return 0
         capable = [n for n in ALGORITHMS.names() if batched_capable(ALGORITHMS[n]())]
         for a in ns.algo or ["fedavg"]:
+            check(a not in capable or not ALGORITHMS[a].stacks_updates(), f"{a} stacks through its own local_updates_stacked, which "
+                  "--profile cannot split into the engine's parts", f"time it with fednbs bench --engines --algo {a}")
             check(a in capable, f"{a} trains its clients one after the other (it does not declare supports_batched)", "pick one of " + ", ".join(capable))
             for k in ns.clients or [100]:
                 print_profile(profile_stacked_round(a, ns.model, k, ns.n_train, ns.n_test, ns.device, ns.batch_size, ns.rounds))

@@ -287,7 +287,7 @@ def capability_lines(width: int|None = None) -> list[str]:
     "What each algorithm declares: which the batched engine stacks, which models it applies to held-out domains."
     width = width or terminal_width()
     algos = {n: ALGORITHMS[n] for n in ALGORITHMS.names()}
-    stack = [n for n, a in algos.items() if getattr(a, "supports_batched", False)]
+    stack = [n for n, a in algos.items() if a.trains_stacked()]   # declared, and not turned off by a subclass
     held = [f"{n} ({', '.join(a.heldout_models)})" for n, a in algos.items() if getattr(a, "heldout_models", {})]
     wrap = lambda head, names: textwrap.wrap(head + (", ".join(names) or "none"), width, initial_indent="  ",
                                               subsequent_indent=" " * 4, break_on_hyphens=False)

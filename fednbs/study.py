@@ -16,10 +16,7 @@ from .compare import find_runs, summarize_groups, add_baseline, compare_text, wr
 from .sweep import SELECT, grid_points, point_label, sweep_commands, sweep_scores, select_point, sweep_figure, run_jobs, run_state
 
 # %% ../nbs/47_study.ipynb #a244230e
-try: import tomllib                        # Python 3.11 and later
-except ModuleNotFoundError:                # Python 3.10: the same parser as the package tomli
-    try: import tomli as tomllib
-    except ModuleNotFoundError: tomllib = None
+import tomllib
 
 STUDY_KEYS = {"out": "folder of the runs, relative to the study file (default: the file's name without .toml)",
               "seeds": "seeds of every method on every dataset (default: [0, 1, 2])",
@@ -38,7 +35,6 @@ def read_study(path: str|Path) -> dict:
     "The checked study file `path`: `{file, out, seeds, jobs, report, report_window, baseline, settings, datasets, methods}`."
     p = Path(path)
     check(p.is_file(), f"study file {path} does not exist", "pass a .toml file (see fednbs study --help for an example)")
-    check(tomllib is not None, "reading a study file on Python 3.10 needs the package tomli", "install it with pip install tomli")
     try: d = tomllib.loads(p.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e: raise FednbsError(f"{path} is not valid TOML ({e}); fix the line it names") from None
     bad = sorted(set(d) - set(STUDY_KEYS))
