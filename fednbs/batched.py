@@ -304,6 +304,3 @@ class BatchedSimulator(Simulator):
         self.batched_rounds += 1
         return rows
 
-
-# %% ../nbs/31_batched.ipynb #37abb489
-def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module

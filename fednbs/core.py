@@ -4,11 +4,10 @@
 
 # %% auto #0
 __all__ = ['OPTIONAL_MODULES', 'RENAMED_MODULES', 'PLUGIN_GROUP', 'PLUGINS', 'PLUGIN_FAILURES', 'ALGORITHMS', 'DATASETS',
-           'MODELS', 'NORMS', 'ENGINES', 'COMMANDS', 'PRESETS', 'PRESET_DOCS', 'MOVED', 'Message', 'FednbsError',
-           'check', 'load_plugins', 'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec',
-           'load_plugin', 'plugins_for', 'entry_point_plugins', 'load_entry_points', 'unload_plugin', 'moved_to',
-           'find_moved', 'terminal_width', 'derive_seed', 'seed_everything', 'pack', 'unpack', 'message_nbytes',
-           'tree_map', 'tree_clone', 'all_finite', 'get_device']
+           'MODELS', 'NORMS', 'ENGINES', 'COMMANDS', 'PRESETS', 'PRESET_DOCS', 'Message', 'FednbsError', 'check',
+           'load_plugins', 'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec', 'load_plugin',
+           'plugins_for', 'entry_point_plugins', 'load_entry_points', 'unload_plugin', 'terminal_width', 'derive_seed',
+           'seed_everything', 'pack', 'unpack', 'message_nbytes', 'tree_map', 'tree_clone', 'all_finite', 'get_device']
 
 # %% ../nbs/00_core.ipynb #b84137ce
 import hashlib, random, math, importlib, importlib.util, pkgutil, warnings, inspect, sys, os, logging, traceback
@@ -238,26 +237,6 @@ def unload_plugin(spec: str):
             elif regs[kind].earlier.get(n): regs[kind].items[n], regs[kind].docs[n] = regs[kind].earlier[n].pop()
             else: regs[kind].items.pop(n, None); regs[kind].docs.pop(n, None)
     for m in [m for m in sys.modules if m == p["module"] or m.startswith(p["module"] + ".")]: del sys.modules[m]
-
-# %% ../nbs/00_core.ipynb #a6f3058d
-MOVED: dict[tuple[str, str], str] = {}   # (old module, name) -> the module it moved to, recorded by the new home
-
-def moved_to(old: str, names: list[str], new: str):
-    "Record that `names` moved from module `old` to module `new`."
-    for n in names: MOVED[(old, n)] = new
-
-def find_moved(module: str, name: str):
-    "What an old home's module `__getattr__` returns: the moved object `name` (with a DeprecationWarning), else AttributeError."
-    if name.startswith("__"): raise AttributeError(name)        # Python's own look-ups (__path__, __wrapped__, ...)
-    if (module, name) not in MOVED:
-        load_plugins()
-        for opt in OPTIONAL_MODULES:
-            try: load_optional(opt)
-            except FednbsError: pass
-    if (module, name) not in MOVED: raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    new = MOVED[(module, name)]
-    warnings.warn(f"{module}.{name} moved to {new}.{name}; the old place goes in the next release", DeprecationWarning, stacklevel=3)
-    return getattr(importlib.import_module(new), name)
 
 # %% ../nbs/00_core.ipynb #bf728f51
 DOC_SIGNATURE_WIDTH = 74   # parameters per line; with the 4-space indent and separators a line stays within 82

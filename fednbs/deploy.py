@@ -190,8 +190,3 @@ def deployment_server_app() -> ServerApp:
     @app.main()
     def main(grid: Grid, context: Context): run_deployment(grid, context.run_config)
     return app
-
-# %% ../nbs/41_deploy.ipynb #921b3ed0
-moved_to("fednbs.flower", ["FLOWER_OPTIONS", "config_from_run_config", "build_run", "data_fingerprint", "node_dir", "save_partition",
-                           "load_partition", "node_data", "deployed_client", "deployment_client_app", "run_deployment",
-                           "deployment_server_app"], "fednbs.deploy")

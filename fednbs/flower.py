@@ -961,6 +961,3 @@ def serve_clientapps(runtime_api_address: str, insecure: bool = True, root_certi
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # its first use imports torch._dynamo (seconds)
     rs.get_executor = lambda *args, **kw: ForkExecutor()
     rs.run_superexec(runtime_api_address, insecure, root_certificates, parent_pid=parent_pid, runtime_dependency_install=False)
-
-# %% ../nbs/33_flower.ipynb #be222dfe
-def __getattr__(name): return find_moved(__name__, name)  # names that moved to a later module
