@@ -7,7 +7,7 @@ __all__ = ['PROFILE_PARTS', 'BUSY_LOOP', 'TABLE_ALGOS', 'TABLE_HEADER', 'bare_ev
            'bench_batched', 'floor_round', 'profile_stacked_round', 'profile_figures', 'read_profile', 'profile_text',
            'print_profile', 'bench_workers', 'print_bench_workers', 'eval_chunk_speed', 'bench_side_by_side',
            'bench_busy_pairs', 'print_busy_pairs', 'fednn_speed', 'measure_here', 'client_state_memory', 'engine_row',
-           'engine_row_fresh', 'engine_table_line', 'engine_table', 'add_bench_parser', 'bench_command',
+           'engine_row_fresh', 'failed_row', 'engine_table_line', 'engine_table', 'add_bench_parser', 'bench_command',
            'bench_engines']
 
 # %% ../nbs/46_bench.ipynb #07a36801
@@ -500,32 +500,43 @@ def engine_row_fresh(algo: str, engine: str, clients: int, **kw) -> dict:
     args = dict(algo=algo, engine=engine, clients=clients, **kw)
     code = f"import json; from fednbs.bench import engine_row; print(json.dumps(engine_row(**{args!r})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode == -9:   # SIGKILL: on Linux, most likely the out-of-memory killer
+        raise FednbsError(f"the measurement of {algo} on {engine} with {clients} clients was killed (SIGKILL, most likely out of "
+                          "memory); measure fewer clients, or on a machine with more memory")
     if out.returncode != 0:
         last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit status {out.returncode}"
         raise FednbsError(f"the measurement of {algo} on {engine} with {clients} clients failed ({last}); "
                           "run engine_row with the same arguments in this process to see the whole error")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
+def failed_row(algo: str, engine: str, clients: int, error: str, n_train: int = 100, device: str = "cpu") -> dict:
+    "A row of `engine_table` for a measurement that did not finish: no figures, and `error` saying why."
+    return dict(algo=algo, engine=engine, ran_as="-", clients=clients, n_train=n_train, device=device, s_per_round=None,
+                cpu_s_per_round=None, peak_mib=None, gpu_util=None, error=error)
+
 TABLE_HEADER = f"{'algo':<7} {'clients':>7} {'engine':<9} {'ran as':<9} {'s/round':>8} {'CPU s':>7} {'peak MiB':>9} {'GPU %':>6}"
 
 def engine_table_line(r: dict) -> str:
     "One row of `engine_table` as printed (a row of `TABLE_HEADER`'s columns)."
+    head = f"{r['algo']:<7} {r['clients']:>7} {r['engine']:<9} "
+    if r.get("error"): return head + "did not finish: " + r["error"]
     util = "-" if r["gpu_util"] is None else f"{r['gpu_util']:.0f}"
-    return (f"{r['algo']:<7} {r['clients']:>7} {r['engine']:<9} {r['ran_as']:<9} {r['s_per_round']:>8.2f} "
-            f"{r['cpu_s_per_round']:>7.2f} {r['peak_mib']:>9.0f} {util:>6}")
+    return head + f"{r['ran_as']:<9} {r['s_per_round']:>8.2f} {r['cpu_s_per_round']:>7.2f} {r['peak_mib']:>9.0f} {util:>6}"
 
 def engine_table(algos=TABLE_ALGOS, clients=(20, 100, 500), engines=("inprocess", "workers", "batched"), n_train: int = 100,
                  n_test: int = 20, model: str = "lenet", device: str = "cpu", rounds: int = 1,
                  workers: int|None = None, # processes of the workers engine (None: one per core; on a GPU run, one per GPU)
                  fresh: bool = True, # each row in a fresh Python process (its own peak memory); False: all in this one
                  verbose: bool = True) -> list[dict]:
-    "`engine_row` for every algorithm, client count and engine, each in a fresh process (`engine_row_fresh`), printed as it goes."
+    "`engine_row` for every algorithm, client count and engine, each in a fresh process (`engine_row_fresh`), printed as it goes; a measurement that fails gives a `failed_row`."
     rows, measure = [], engine_row_fresh if fresh else engine_row
     if verbose: print(TABLE_HEADER)
     for a in algos:
         for k in clients:
             for e in engines:
-                r = measure(a, e, k, n_train=n_train, n_test=n_test, model=model, device=device, rounds=rounds, workers=workers)
+                try: r = measure(a, e, k, n_train=n_train, n_test=n_test, model=model, device=device, rounds=rounds, workers=workers)
+                except FednbsError as err:   # e.g. out of memory: the row says so, and the table goes on
+                    r = failed_row(a, e, k, str(err).split("; ")[0], n_train, device)
                 rows.append(r)
                 if verbose: print(engine_table_line(r), flush=True)
     return rows
