@@ -6,9 +6,9 @@
 __all__ = ['PROFILE_PARTS', 'BUSY_LOOP', 'TABLE_ALGOS', 'TABLE_HEADER', 'bare_evaluation', 'bare_round', 'framework_tax',
            'bench_batched', 'floor_round', 'profile_stacked_round', 'profile_figures', 'read_profile', 'profile_text',
            'print_profile', 'bench_workers', 'print_bench_workers', 'eval_chunk_speed', 'bench_side_by_side',
-           'bench_busy_pairs', 'print_busy_pairs', 'fednn_speed', 'measure_here', 'client_state_memory', 'engine_row',
-           'engine_row_fresh', 'failed_row', 'engine_table_line', 'engine_table', 'add_bench_parser', 'bench_command',
-           'bench_engines']
+           'bench_busy_pairs', 'print_busy_pairs', 'fednn_speed', 'measure_here', 'in_fresh_process',
+           'client_state_memory', 'engine_row', 'engine_row_fresh', 'failed_row', 'engine_table_line', 'engine_table',
+           'add_bench_parser', 'bench_command', 'bench_engines']
 
 # %% ../nbs/46_bench.ipynb #07a36801
 import os, sys, re, json, math, time, textwrap, statistics, subprocess, resource, tempfile, threading, collections
@@ -430,16 +430,25 @@ def measure_here(algo: str, model: str, clients: int, store: str, n_train: int =
         return dict(algo=algo, model=model, clients=clients, store=store, state_mib=_state_bytes(sim.states) / 2**20,
                     peak_rss_mib=_peak_rss_mib(), rss_before_mib=before, s_per_round=secs)
 
+def in_fresh_process(function: str, # a function of `fednbs.bench` that returns a JSON-able result
+                     what: str, # what it measures, for the error message
+                     fix: str, # what to do when it fails
+                     **args) -> dict:
+    "`fednbs.bench.<function>(**args)` in a fresh Python process, so that its peak memory, threads and GPU state are its own; its result."
+    code = f"import json; from fednbs.bench import {function}; print(json.dumps({function}(**{args!r})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode == -9:   # SIGKILL: on Linux, most likely the out-of-memory killer
+        raise FednbsError(f"{what} was killed (SIGKILL, most likely out of memory); measure fewer clients, or on a machine with more memory")
+    if out.returncode != 0:
+        last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit status {out.returncode}"
+        raise FednbsError(f"{what} failed ({last}); {fix}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
 def client_state_memory(algo: str = "ditto", model: str = "lenet", clients: int = 100, store: str = "memory", **kw) -> dict:
     "`measure_here` in a fresh Python process: its peak resident memory is that of this configuration alone."
     check(store in ("memory", "disk"), f"unknown store '{store}'", "use memory or disk")
     args = dict(algo=algo, model=model, clients=clients, store=store, **kw)
-    code = f"import json; from fednbs.bench import measure_here; print(json.dumps(measure_here(**{args!r})))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise FednbsError(f"the measurement of {args} failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}; "
-                          "check the algorithm and model names (fednbs list)")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return in_fresh_process("measure_here", f"the measurement of {args}", "check the algorithm and model names (fednbs list)", **args)
 
 # %% ../nbs/46_bench.ipynb #2eacdcdc
 def _reset_peak_rss():
@@ -497,17 +506,9 @@ def engine_row(algo: str, engine: str, clients: int, n_train: int = 100, n_test:
 
 def engine_row_fresh(algo: str, engine: str, clients: int, **kw) -> dict:
     "`engine_row` in a fresh Python process, so that its peak memory, threads and GPU state are this configuration's alone."
-    args = dict(algo=algo, engine=engine, clients=clients, **kw)
-    code = f"import json; from fednbs.bench import engine_row; print(json.dumps(engine_row(**{args!r})))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if out.returncode == -9:   # SIGKILL: on Linux, most likely the out-of-memory killer
-        raise FednbsError(f"the measurement of {algo} on {engine} with {clients} clients was killed (SIGKILL, most likely out of "
-                          "memory); measure fewer clients, or on a machine with more memory")
-    if out.returncode != 0:
-        last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit status {out.returncode}"
-        raise FednbsError(f"the measurement of {algo} on {engine} with {clients} clients failed ({last}); "
-                          "run engine_row with the same arguments in this process to see the whole error")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return in_fresh_process("engine_row", f"the measurement of {algo} on {engine} with {clients} clients",
+                            "run engine_row with the same arguments in this process to see the whole error",
+                            algo=algo, engine=engine, clients=clients, **kw)
 
 def failed_row(algo: str, engine: str, clients: int, error: str, n_train: int = 100, device: str = "cpu") -> dict:
     "A row of `engine_table` for a measurement that did not finish: no figures, and `error` saying why."
