@@ -172,12 +172,20 @@ class _ClientView:
     def parameters(self): return (p for _, p in self.named_parameters())
 
 def train_stacked(jobs: list[Job], rnd: int, task) -> list[tuple[dict, float]]:
-    "Train clients that share an architecture as one stacked model; returns each one's `(final state_dict, mean loss)`."
+    """Train clients that share an architecture as one stacked model; returns each one's `(final state_dict, mean loss)`.
+    A model with `share_stacked` serves the whole group from what it holds once (see "Tensors the clients share")."""
+    share = getattr(jobs[0].model, "share_stacked", None)
+    if not callable(share): return _train_group(jobs, rnd, task, {})
+    try: return _train_group(jobs, rnd, task, share([j.model for j in jobs]))
+    finally: share(None)
+
+def _train_group(jobs: list[Job], rnd: int, task, shared: dict) -> list[tuple[dict, float]]:
+    "`train_stacked`'s loop; `shared`: per-client buffers ([K, ...]) that stand in for the clients' own during the steps."
     model, K, t = jobs[0].model, len(jobs), task
     set_round(model, rnd, t.rounds); model.train()
     pnames = [n for n, _ in model.named_parameters()]
     P = {n: torch.stack([j.start[n] for j in jobs]).requires_grad_() for n in pnames}
-    B = {n: torch.stack([j.start[n] for j in jobs]) for n, _ in model.named_buffers()}
+    B = {n: shared[n] if n in shared else torch.stack([j.start[n] for j in jobs]) for n, _ in model.named_buffers()}
     mom = {n: torch.zeros_like(P[n]) for n in jobs[0].trainable} if t.momentum else {}
     totals = [{} for _ in jobs]; seen = [0] * K   # per client: the sum over its batches of each loss term times the batch size
     mods = [model.get_submodule(n) for n in jobs[0].drawing]
@@ -219,7 +227,8 @@ def train_stacked(jobs: list[Job], rnd: int, task) -> list[tuple[dict, float]]:
         with torch.no_grad(): _sgd_step({n: P[n] for n in jobs[0].trainable}, mom, active, K, lr, t, s == 0, jobs[0].clip_groups)
         for v in P.values(): v.grad = None
     means = [{name: float(v) / max(seen[k], 1) for name, v in totals[k].items()} for k in range(K)]
-    return [({**{n: P[n][k].detach().clone() for n in P}, **{n: B[n][k].clone() for n in B}}, m[None] if None in m else m)
+    own = lambda k, n: jobs[k].start[n].clone() if n in shared else B[n][k].clone()   # a stand-in goes back to the client's own
+    return [({**{n: P[n][k].detach().clone() for n in P}, **{n: own(k, n) for n in B}}, m[None] if None in m else m)
             for k, m in enumerate(means)]
 
 # %% ../nbs/31_batched.ipynb #335b8638

@@ -124,27 +124,29 @@ class PhaseA(nn.Module):
         return out
 
 class PhaseB(nn.Module):
-    "One client's phase B as one module: the two models and the other clients' heads (`bank_*` buffers, one row per head); its forward gives the logits the CE and bank terms read."
+    """One client's phase B as one module: the two models and the other clients' heads (the message's tensors, not
+    copied); its forward gives the logits the CE and bank terms read, and each head's weight in the sum (`bank_weight`)."""
     def __init__(self, online: nn.Module, offline: nn.Module, bank_head: nn.Module):
         super().__init__()
         self.online, self.offline = online, offline
         self._bank_head = (bank_head,)   # a tuple: not a submodule (each head's tensors are swapped into it)
-        self.learners, self.bank_names = (), {}
+        self.learners, self.bank, self._own_bank = (), {}, None
+        self.register_buffer("bank_weight", torch.ones(0))   # 1 per head of the bank (a stacked client's 0 skips a head)
     def set_bank(self, heads: Mapping[str, Mapping[str, Tensor]], learners: tuple):
-        "Hold `heads` (client -> head entries) stacked row by row, and the models (`learners`) whose features go through them."
-        for b in self.bank_names.values(): delattr(self, b)
+        "Hold `heads` (client -> head entries) by reference, each with weight 1, and the models (`learners`) whose features go through them."
         self.learners = tuple(learners) if heads else ()
-        self.bank_names = {e: "bank_" + e.replace(".", "_") for e in next(iter(heads.values()))} if self.learners else {}
-        for e, b in self.bank_names.items(): self.register_buffer(b, torch.stack([h[e] for h in heads.values()]))
+        self.bank = dict(heads) if self.learners else {}
+        ref = next(self.online.parameters())
+        self.bank_weight = torch.ones(len(self.bank), dtype=ref.dtype, device=ref.device)
         return self
     def forward(self, x: Tensor) -> dict[str, Tensor]:
         e = {"online": self.online.features(x), "offline": self.offline.features(x)}
         out = {"online": self.online.head(e["online"]), "offline": self.offline.head(e["offline"])}
         if self.learners:
-            bank = {k: getattr(self, b) for k, b in self.bank_names.items()}
             feats = torch.cat([e[m] for m in self.learners])
-            out["bank"] = torch.stack([functional_call(self._bank_head[0], {k: v[j] for k, v in bank.items()}, (feats,), strict=True)
-                                       for j in range(len(next(iter(bank.values()))))])   # heads, learners*B, classes
+            out["bank"] = torch.stack([functional_call(self._bank_head[0], h, (feats,), strict=True)
+                                       for h in self.bank.values()])   # heads, learners*B, classes
+            out["bank_weight"] = self.bank_weight
         return out
 
 def _phase_a_terms(self, out: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -157,10 +159,11 @@ def _phase_a_terms(self, out: Mapping[str, Tensor]) -> dict[str, Tensor]:
 def _phase_b_terms(self, out: Mapping[str, Tensor], y: Tensor) -> dict[str, Tensor]:
     "Phase-B loss terms from `PhaseB`'s outputs and labels `y`: each model's CE and, where `inter` says, λ·Σ_j CE through the foreign heads."
     terms = {"ce_online": F.cross_entropy(out["online"], y), "ce_offline": F.cross_entropy(out["offline"], y)}
-    if "bank" in out:   # the sum of `bank_loss`, from logits already computed
+    if "bank" in out:   # the sum of `bank_loss`, from logits already computed (each head's CE times its weight, 1)
         z, learners = out["bank"], self.bank_learners()
-        ce = F.cross_entropy(z.flatten(0, 1), y.repeat(len(z) * len(learners)), reduction="none")
-        for m, l in zip(learners, ce.view(len(z), len(learners), len(y)).sum(0).mean(-1)): terms[f"bank_{m}"] = self.lam * l
+        ce = F.cross_entropy(z.flatten(0, 1), y.repeat(len(z) * len(learners)), reduction="none").view(len(z), len(learners), len(y))
+        if "bank_weight" in out: ce = ce * out["bank_weight"].view(-1, 1, 1)
+        for m, l in zip(learners, ce.sum(0).mean(-1)): terms[f"bank_{m}"] = self.lam * l
     return terms
 
 def _bank_learners(self) -> tuple:
@@ -319,3 +322,25 @@ FEDCO_PRESETS = [
      for d in ("cifar10", "cifar100") for p in ("labeldir", "labeluni")]
 for _name, _doc, _settings in FEDCO_PRESETS:
     if PRESETS.get(_name) != _settings: register_preset(_name, _doc, **_settings)   # importing the module again files nothing twice
+
+# %% ../nbs/21_fedco.ipynb #883ed4a1
+def _share_stacked(self, phases: list|None) -> dict[str, Tensor]:
+    """For the batched engine: serve every client of `phases` (each client's own `PhaseB`) from one bank, the union of
+    their banks with each head once, and return each client's weights over it (`bank_weight`, [K, heads]: 1 for the heads
+    in its own bank, 0 for the rest); `None` gives this module its own bank back."""
+    if phases is None:
+        if self._own_bank is not None: self.bank, self._own_bank = self._own_bank, None
+        return {}
+    if not self.learners: return {}
+    union = {}
+    for phase in phases:
+        for j, head in phase.bank.items():
+            held = union.setdefault(j, head)
+            same = held is head or (held.keys() == head.keys() and all(held[e] is v or torch.equal(held[e], v) for e, v in head.items()))
+            if not same: raise ValueError(f"client {j}'s head differs between two clients' banks")   # the group trains the ordinary way
+    w = self.bank_weight
+    weights = torch.tensor([[float(j in phase.bank) for j in union] for phase in phases], dtype=w.dtype, device=w.device)
+    self._own_bank, self.bank = self.bank, union
+    return {"bank_weight": weights}
+
+PhaseB.share_stacked = _share_stacked
