@@ -5,10 +5,11 @@
 # %% auto #0
 __all__ = ['LAMBDA_FORMS', 'NOISES', 'onehot', 'Generator', 'RTNet', 'lambda_syn', 'ema_rate', 'update_prototypes',
            'sample_noise', 'class_cycle', 'next_batch', 'optimizer_tensors', 'load_optimizer_tensors', 'frozen',
-           'FRAug', 'Nets', 'stacked_sgd']
+           'FRAug', 'Nets', 'stacked_sgd', 'random_state', 'set_random_state', 'DrawStream']
 
 # %% ../nbs/22_fraug.ipynb #584f6318
-import math
+import math, random
+import numpy as np
 from contextlib import contextmanager
 from typing import Mapping
 import torch
@@ -542,21 +543,47 @@ def _stacked_iteration(self: FRAug, S: dict, M: dict, H: dict, proto: Tensor, b:
 
 FRAug.stacked_iteration = _stacked_iteration
 
+# %% ../nbs/22_fraug.ipynb #a689b163
+def random_state(device: torch.device|str|None = None) -> tuple:
+    "The state of every generator `seed_everything` seeds: Python's, NumPy's, torch's CPU one and, on a CUDA `device`, the GPUs'."
+    cuda = torch.device(device).type == "cuda" if device is not None else False
+    return random.getstate(), np.random.get_state(), torch.random.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
+
+def set_random_state(state: tuple):
+    "Put the generators back into `state` (from `random_state`)."
+    py, npy, cpu, gpus = state
+    random.setstate(py); np.random.set_state(npy); torch.random.set_rng_state(cpu)
+    if gpus is not None: torch.cuda.set_rng_state_all(gpus)
+
+class DrawStream:
+    """A generator of random draws (here a client's `iteration_draws`) run under its own random state, seeded with `seed`:
+    each `next` gives what it would give run alone from `seed_everything(seed)`, whatever is drawn in between."""
+    def __init__(self, draws, seed: int, device: torch.device|str|None = None):
+        outside = random_state(device)
+        seed_everything(seed); self.draws, self.device, self.state = draws, device, random_state(device)
+        set_random_state(outside)
+    def __iter__(self): return self
+    def __next__(self):
+        outside = random_state(self.device)
+        set_random_state(self.state)
+        try: return next(self.draws)
+        finally: self.state = random_state(self.device); set_random_state(outside)
+
 # %% ../nbs/22_fraug.ipynb #ca535f63
 _OWN_STEP = ("local_update", "local_step", "optimizers", "iteration_draws", "iterations")  # what the stacked form mirrors
 
 def _local_updates_stacked(self: FRAug, states: list[dict], messages: list[Message], datas: list[ClientData], rnd: int,
                            seeds: list[int]) -> list:
-    "All clients' `local_update`s at once (`Algorithm.local_updates_stacked`): their draws recorded first, then the iterations stacked."
+    "All clients' `local_update`s at once (`Algorithm.local_updates_stacked`): each iteration's draws, then the iteration stacked."
     changed = [m for m in _OWN_STEP if getattr(type(self), m) is not getattr(FRAug, m)]
     if changed: raise FednbsError(f"{type(self).__name__} changes {', '.join(changed)}, which the stacked form does not follow")
     t, p, nets = self.task, self.parts(), self.nets()
-    starts, draws = [], []
+    starts, streams = [], []
     for state, msg, data, seed in zip(states, messages, datas, seeds):
         self.load(state, msg)
         starts.append({n: v.clone() for n, v in nets.state_dict().items()})
-        seed_everything(seed)                                    # as `update_client` before this client's `local_update`
-        draws.append(list(self.iteration_draws(state, data, rnd, self.iterations(data))))
+        # seeded as `update_client` seeds this client's `local_update`; drawn an iteration at a time
+        streams.append(DrawStream(self.iteration_draws(state, data, rnd, self.iterations(data)), seed, data.y_train.device))
     S = {n: torch.stack([s[n] for s in starts]) for n in starts[0]}
     M, H = {}, {}
     for k, ns in self.opt_names().items():
@@ -566,14 +593,14 @@ def _local_updates_stacked(self: FRAug, states: list[dict], messages: list[Messa
             M[n] = torch.stack([torch.zeros_like(S[n][0]) if v is None else v.to(S[n]) for v in saved])
     proto = torch.stack([st["proto"] for st in states])
     set_round(p["model"], rnd, t.rounds)
-    K, Ts, totals = len(states), [len(d) for d in draws], [{} for _ in states]
+    K, Ts, totals = len(states), [self.iterations(d) for d in datas], [{} for _ in states]
     for it in range(max(Ts)):
+        now = {k: next(streams[k]) for k in range(K) if it < Ts[k]}   # this iteration's batch and noise of each client
         by_size = {}
-        for k in range(K):
-            if it < Ts[k]: by_size.setdefault(len(draws[k][it]["y"]), []).append(k)
+        for k, d in now.items(): by_size.setdefault(len(d["y"]), []).append(k)
         for idx in by_size.values():   # clients whose batch has the same size step together
-            b = {key: torch.stack([draws[k][it][key] for k in idx]) for key in ("x", "y", "yc")}
-            b["z"] = {n: torch.stack([draws[k][it]["z"][n] for k in idx]) for n in draws[idx[0]][it]["z"]}
+            b = {key: torch.stack([now[k][key] for k in idx]) for key in ("x", "y", "yc")}
+            b["z"] = {n: torch.stack([now[k]["z"][n] for k in idx]) for n in now[idx[0]]["z"]}
             if len(idx) == K: out = self.stacked_iteration(S, M, H, proto, b, rnd)
             else:
                 ii = torch.tensor(idx, device=proto.device)

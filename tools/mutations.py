@@ -648,4 +648,9 @@ MUTATIONS += [
          replace='    try: return _train_group(jobs, rnd, task, {})',
          tests=["nbs/31_batched.ipynb"],
          what="the batched engine ignores a module's share_stacked, so every client reads the first client's tensors"),
+    dict(name="fraug_stream_shares_state", notebook="nbs/22_fraug.ipynb",
+         find='        set_random_state(self.state)\n',
+         replace='',
+         tests=["nbs/22_fraug.ipynb"],
+         what="FRAug's stacked form draws each client's iteration from the generators as the last draw left them, not from the client's own state"),
 ]
