@@ -7,7 +7,7 @@ __all__ = ['log', 'RAW_STYPE', 'STATE_KEY', 'STRUCTURE_KEY', 'STANDARD_PARTS', '
            'tensor_to_array', 'array_to_tensor', 'message_to_record', 'record_to_message', 'state_to_records',
            'records_to_state', 'ClientSide', 'make_client_app', 'standard_problem', 'standard_records', 'is_standard',
            'standard_train', 'standard_evaluate', 'Coordinator', 'ThreadBackend', 'simulate', 'simulate_in_threads',
-           'SimulatedNodes', 'client_threads', 'FlowerEngine', 'RayLog', 'stop_ray', 'RayStartTimeout', 'start_ray',
+           'SimulatedNodes', 'FlowerEngine', 'RayLog', 'stop_ray', 'RayStartTimeout', 'start_ray',
            'simulation_client_app', 'FednbsStrategy', 'strategy', 'free_port', 'descendants', 'LocalFederation',
            'ForkExecutor', 'serve_clientapps']
 
@@ -33,7 +33,7 @@ from .core import *
 from .data import ClientData, FederatedData
 from .aggregation import sample_clients
 from .algorithm import Algorithm, Task, NonFiniteLoss
-from .simulation import metric_rows, client_means, evaluate_client, step_flops, work_threads
+from .simulation import metric_rows, client_means, evaluate_client, threads_for, intra_op_threads
 
 log = logging.getLogger("fednbs")
 
@@ -106,9 +106,9 @@ class ClientSide:
 
     @property
     def name(self) -> str: return self.data.name
-    def enter(self):
-        "Apply the thread setting (results depend on the number of threads that reduce each sum)."
-        if self.num_threads and torch.get_num_threads() != self.num_threads: torch.set_num_threads(self.num_threads)
+    def threads(self):
+        "A block on this client's `num_threads` (results depend on the number of threads that reduce each sum), the setting put back after it."
+        return intra_op_threads(self.num_threads or None)
 
 STATE_KEY, STRUCTURE_KEY = "fednbs.state", "fednbs.structure"
 
@@ -142,41 +142,45 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
 
     @app.train()
     def train(msg: FlowerMessage, ctx: Context) -> FlowerMessage:
-        side = load(ctx); side.enter(); algo, data = side.algo, side.data
-        if is_standard(msg): return standard_train(msg, ctx, side)   # a stock Flower strategy (see *In Flower's own terms*)
-        rnd = int(msg.content["config"]["round"])
-        state = _read_state(ctx, side)
-        message = record_to_message(msg.content["message"], algo.task.device)
-        try:
-            seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
-            upload, stats = algo.local_update(state, message, data, rnd)
-            if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
-        except Exception as e:  # the state in the context stays as it was: the update is rolled back
-            log.warning(f"round {rnd}: client {data.name} failed: {type(e).__name__}: {e}")
-            return FlowerMessage(_content(config={"error": f"{type(e).__name__}: {e}"}), reply_to=msg)
-        _write_state(ctx, state)
-        return FlowerMessage(_content(message=upload, metrics=stats), reply_to=msg)
+        side = load(ctx)
+        with side.threads():   # the client's threads for its work, the caller's back afterwards
+            algo, data = side.algo, side.data
+            if is_standard(msg): return standard_train(msg, ctx, side)   # a stock Flower strategy (see *In Flower's own terms*)
+            rnd = int(msg.content["config"]["round"])
+            state = _read_state(ctx, side)
+            message = record_to_message(msg.content["message"], algo.task.device)
+            try:
+                seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
+                upload, stats = algo.local_update(state, message, data, rnd)
+                if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
+            except Exception as e:  # the state in the context stays as it was: the update is rolled back
+                log.warning(f"round {rnd}: client {data.name} failed: {type(e).__name__}: {e}")
+                return FlowerMessage(_content(config={"error": f"{type(e).__name__}: {e}"}), reply_to=msg)
+            _write_state(ctx, state)
+            return FlowerMessage(_content(message=upload, metrics=stats), reply_to=msg)
 
     @app.evaluate()
     def evaluate(msg: FlowerMessage, ctx: Context) -> FlowerMessage:
-        side = load(ctx); side.enter(); algo, data = side.algo, side.data
-        if is_standard(msg): return standard_evaluate(msg, ctx, side)
-        cfg = msg.content["config"]; rnd = int(cfg["round"])
-        state = _read_state(ctx, side)
-        message = record_to_message(msg.content["message"], algo.task.device)
-        out, sizes = RecordDict(), {}
-        try:
-            for split in cfg["splits"]:
-                if getattr(data, f"x_{split}", None) is None: continue
-                seed_everything(derive_seed(algo.task.seed, rnd, data.name, "eval"))
-                out[f"eval.{split}"] = MetricRecord(evaluate_client(algo, state, message, data, rnd, split))
-                sizes[split] = len(data.split(split)[1])
-        except Exception as e:
-            log.warning(f"round {rnd}: client {data.name} failed to evaluate: {type(e).__name__}: {e}")
-            return FlowerMessage(_content(config={"error": f"{type(e).__name__}: {e}"}), reply_to=msg)
-        _write_state(ctx, state)
-        out["config"] = ConfigRecord(sizes)
-        return FlowerMessage(out, reply_to=msg)
+        side = load(ctx)
+        with side.threads():   # the client's threads for its work, the caller's back afterwards
+            algo, data = side.algo, side.data
+            if is_standard(msg): return standard_evaluate(msg, ctx, side)
+            cfg = msg.content["config"]; rnd = int(cfg["round"])
+            state = _read_state(ctx, side)
+            message = record_to_message(msg.content["message"], algo.task.device)
+            out, sizes = RecordDict(), {}
+            try:
+                for split in cfg["splits"]:
+                    if getattr(data, f"x_{split}", None) is None: continue
+                    seed_everything(derive_seed(algo.task.seed, rnd, data.name, "eval"))
+                    out[f"eval.{split}"] = MetricRecord(evaluate_client(algo, state, message, data, rnd, split))
+                    sizes[split] = len(data.split(split)[1])
+            except Exception as e:
+                log.warning(f"round {rnd}: client {data.name} failed to evaluate: {type(e).__name__}: {e}")
+                return FlowerMessage(_content(config={"error": f"{type(e).__name__}: {e}"}), reply_to=msg)
+            _write_state(ctx, state)
+            out["config"] = ConfigRecord(sizes)
+            return FlowerMessage(out, reply_to=msg)
 
     @app.query("get_state")
     def get_state(msg: FlowerMessage, ctx: Context) -> FlowerMessage:
@@ -532,11 +536,6 @@ class SimulatedNodes:
 # %% ../nbs/33_flower.ipynb #4f4c479c
 BACKENDS = ("auto", "ray", "thread")
 
-def client_threads(task: Task, data: FederatedData) -> int:
-    "Intra-op threads of each client's work: on the CPU sized to one training batch, as `Simulator.work_threads`."
-    if torch.device(task.device).type != "cpu": return torch.get_num_threads()
-    return work_threads(step_flops(task.model_fn, tuple(data.input_shape), task.batch_size), torch.get_num_threads())
-
 @ENGINES.register("flower", "Flower's simulation runtime, a node per client (the flower extra)")
 class FlowerEngine(Coordinator):
     "Runs an `Algorithm` over a `FederatedData` on Flower's simulation runtime, with the `Simulator`'s interface and numbers."
@@ -549,7 +548,7 @@ class FlowerEngine(Coordinator):
         check(self.backend in BACKENDS, f"unknown Flower backend '{self.backend}'", f"use one of {', '.join(BACKENDS)}")
         check(set(task.clients) == set(data.client_names), "the task's clients differ from the data's", "build the Task from the same FederatedData")
         self.backend_config, self.verbose = backend_config, verbose
-        self.num_threads = num_threads or client_threads(task, data)   # as the in-process engine: the same bits
+        self.num_threads = num_threads or threads_for(task, data.input_shape) or torch.get_num_threads()   # as the in-process engine: the same bits
         self.states = None        # client states held by the engine between runs (None: the clients' initial states)
         self.used_backend = None  # the backend the last run used
         self.startup_seconds = []  # per run: from run() until every node has said hello

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['log', 'FLOPS_PER_THREAD', 'metric_rows', 'client_means', 'evaluate_client', 'evaluate_seeded', 'refill',
-           'update_client', 'step_flops', 'work_threads', 'intra_op_threads', 'Simulator']
+           'update_client', 'step_flops', 'work_threads', 'intra_op_threads', 'threads_for', 'Simulator']
 
 # %% ../nbs/30_simulation.ipynb #7f043700
 import math, time, logging, contextlib
@@ -97,6 +97,15 @@ def intra_op_threads(n: int|None):
         if torch.get_num_threads() != before: torch.set_num_threads(before)
 
 
+# %% ../nbs/30_simulation.ipynb #7e3a1b5f
+def threads_for(task: Task, # the model (`model_fn`), `batch_size` and `device` of the work
+                input_shape: tuple, # the shape of one input
+                count: Callable = step_flops, # counts the forward FLOPs of one batch: `(model_fn, input_shape, batch_size) -> float`
+               ) -> int|None:
+    "Intra-op threads for `task`'s work: `work_threads` of one training batch's forward FLOPs on the CPU, None on a GPU (as set)."
+    if torch.device(task.device).type != "cpu": return None
+    return work_threads(count(task.model_fn, tuple(input_shape), task.batch_size), torch.get_num_threads())
+
 # %% ../nbs/30_simulation.ipynb #bd549544
 @ENGINES.register("inprocess", "this process, clients one after the other (the reference)")
 class Simulator:
@@ -106,7 +115,7 @@ class Simulator:
     evaluates_heldout = True  # it scores `data.heldout` (domains no client trains on) with the server and client states it holds
     def __init__(self, algo: Algorithm, data: FederatedData, task: Task, sampling: str = "all", fraction: float = 1.0,
                  eval_every: int = 1, fail_fast: bool = False, states: MutableMapping|None = None,
-                 threads: int|None = None): # intra-op threads while it trains and evaluates (None: sized to the work, `work_threads`)
+                 threads: int|None = None): # intra-op threads while it trains and evaluates (None: sized to the work, `threads_for`)
         self.algo, self.data, self.task = algo.setup(task), data, task
         check(threads is None or (isinstance(threads, int) and not isinstance(threads, bool) and threads > 0),
               f"threads must be a positive int or None (got {threads!r})", "pass e.g. threads=1, or None to size them to the work")
@@ -120,11 +129,14 @@ class Simulator:
         self.wire = {"up": 0, "down": 0}
 
     def work_threads(self) -> int|None:
-        "The intra-op threads this engine computes on: `threads` when given, else sized to one training batch (None on a GPU: as set)."
+        "The intra-op threads this engine computes on: `threads` when given, else `threads_for` its task (None on a GPU: as set)."
         if self.threads is not None: return self.threads
-        if torch.device(self.task.device).type != "cpu": return None
-        if self._flops is None: self._flops = step_flops(self.task.model_fn, tuple(self.data.input_shape), self.task.batch_size)
-        return work_threads(self._flops, torch.get_num_threads())
+        return threads_for(self.task, self.data.input_shape, self._step_flops)
+
+    def _step_flops(self, *args) -> float:
+        "`step_flops(*args)`, counted once: the engine's model and batch do not change."
+        if self._flops is None: self._flops = step_flops(*args)
+        return self._flops
 
     def client_updates(self, rnd: int, clients: list[str]):
         "Yield `(client, message, update_client(...))` for each of `clients` in order: here one after the other, in this process."
