@@ -235,8 +235,12 @@ def _train_group(jobs: list[Job], rnd: int, task, shared: dict) -> list[tuple[di
 @ENGINES.register("batched", "this process, a round's clients stacked into one vmapped model (GPU)")
 class BatchedSimulator(Simulator):
     "The in-process `Simulator`, training the round's clients of a `supports_batched` algorithm as stacked models."
-    def __init__(self, *args, **kw):
+    def __init__(self, *args, stack_size: int|None = None, # at most this many clients in one stacked call (None: every client of a group)
+                 **kw):
+        check(stack_size is None or (isinstance(stack_size, int) and not isinstance(stack_size, bool) and stack_size > 0),
+              f"stack_size must be a positive int (got {stack_size!r})", "pass e.g. --stack-size 32, or leave it out to stack all clients")
         super().__init__(*args, **kw)
+        self.stack_size = stack_size
         self.batched_rounds = 0  # rounds of a batched-capable algorithm
         self.stacked_loops = 0   # clients' training loops that ran stacked (a client's whole update, for a method with its own stacked form)
         self.fallback = None     # why the algorithm's own stacked form last refused a round (None: it never did)
@@ -264,17 +268,30 @@ class BatchedSimulator(Simulator):
             for cid, j in jobs: groups.setdefault(j.signature(), []).append(j)
             unstacked = set()
             for group in groups.values():
-                try: trained = train_stacked(group, rnd, self.task)
-                except Exception:  # a model vmap cannot stack (dropout, data-dependent control flow): the ordinary way
-                    unstacked.update(j.client for j in group); continue
-                for j, (sd, loss) in zip(group, trained): done[j.client].append((sd, loss, j.rng_after))
-                self.stacked_loops += len(group)
+                for part in self.parts(group):
+                    try: trained = train_stacked(part, rnd, self.task)
+                    except Exception:  # a model vmap cannot stack (dropout, data-dependent control flow): the ordinary way
+                        unstacked.update(j.client for j in part); continue
+                    for j, (sd, loss) in zip(part, trained): done[j.client].append((sd, loss, j.rng_after))
+                    self.stacked_loops += len(part)
             pending = [cid for cid, j in jobs if j.client not in unstacked]
         return done
 
+    def parts(self, items: list) -> list[list]:
+        "`items` in consecutive parts of at most `stack_size` (one part when it is None)."
+        size = self.stack_size or max(len(items), 1)
+        return [items[i:i + size] for i in range(0, len(items), size)]
+
     def own_stacked_updates(self, rnd: int, clients: list[str], messages: dict) -> dict:
         """Client -> `update_client`'s `(state after, upload, stats)` for all of `clients`, from the algorithm's own
-        `local_updates_stacked` on copies of their states; empty when it refuses (its reason goes to `fallback`)."""
+        `local_updates_stacked` on copies of their states, called on each of `parts(clients)`; a part it refuses is
+        left out (its clients train one by one; the reason goes to `fallback`)."""
+        out = {}
+        for part in self.parts(clients): out.update(self.own_stacked_part(rnd, part, messages))
+        return out
+
+    def own_stacked_part(self, rnd: int, clients: list[str], messages: dict) -> dict:
+        "`own_stacked_updates` for one part of the round's clients: empty when the algorithm's stacked form refuses it."
         before = [self.states[cid] for cid in clients]
         states = [tree_clone(s) for s in before]
         try:

@@ -42,7 +42,7 @@ def parse_option(text: str) -> tuple[str, object]:
 
 # %% ../nbs/42_cli.ipynb #3ecdc91b
 NUMERIC = {"rounds": int, "local_epochs": int, "batch_size": int, "seed": int, "eval_every": int, "checkpoint_every": int, "report_window": int,
-           "workers": int, "workers_per_gpu": int, "threads": int,
+           "workers": int, "workers_per_gpu": int, "stack_size": int, "threads": int,
            "lr": float, "momentum": float, "weight_decay": float, "grad_clip": float, "lr_decay": float, "fraction": float}
 
 RUN_HELP = {
@@ -58,6 +58,8 @@ RUN_HELP = {
     "workers": "worker processes of --engine workers (default: one per CPU core this run may use, at most one per client)",
     "workers_per_gpu": "with --engine workers --device cuda: worker processes on each visible GPU (default: one per GPU; "
                        "several share a GPU the way separate runs would, each with its own CUDA context)",
+    "stack_size": "with --engine batched (or auto on a GPU): at most N clients in one stacked call (default: all of a round's "
+                  "clients; fewer hold fewer activations at once)",
     "threads": "intra-op threads of the run's own process (default: the CPU cores this run may use)",
     "client_states": "where client states wait between rounds: memory, or disk (one file per client in the run folder, "
                      "loaded while the client trains; for many personalised clients)",

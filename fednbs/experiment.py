@@ -62,6 +62,7 @@ class RunConfig:
     engine: str|None = None
     workers: int|None = None       # worker processes of --engine workers (None: one per core this run may use)
     workers_per_gpu: int|None = None # with --engine workers on a GPU: worker processes on each GPU (None: one per GPU)
+    stack_size: int|None = None    # with --engine batched (or auto picking it): at most this many clients per stacked call (None: all)
     threads: int|None = None       # intra-op threads of this process (None: the cores this run may use, `available_cores`)
     client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None
@@ -261,6 +262,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
         check(cfg.engine == "workers" and check_device(cfg.device).type == "cuda", "--workers-per-gpu places worker processes on GPUs, "
               f"so it needs --engine workers and --device cuda (got --engine {cfg.engine}, --device {cfg.device})",
               "add --engine workers --device cuda, or on a CPU leave it out and pass --workers N")
+    if cfg.stack_size is not None:
+        _positive(cfg, "stack_size", int)
+        check(cfg.engine in ("batched", "auto"), "--stack-size sets how many clients the batched engine trains in one stacked call, "
+              f"so it needs --engine batched or auto (got --engine {cfg.engine})", "add --engine batched, or leave --stack-size out")
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
     check(cfg.client_states == "memory" or cfg.engine == "auto" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
@@ -665,6 +670,7 @@ def make_engine(cfg: RunConfig, data: FederatedData, states: MutableMapping|None
     engine = ENGINES[choose_engine(cfg, len(data.clients))[0] if cfg.engine == "auto" else cfg.engine]
     if "workers" in inspect.signature(engine).parameters: kw["workers"] = cfg.workers
     if cfg.workers_per_gpu is not None: kw["workers_per_gpu"] = cfg.workers_per_gpu   # resolve admits it with the workers engine only
+    if cfg.stack_size is not None and "stack_size" in inspect.signature(engine).parameters: kw["stack_size"] = cfg.stack_size
     return engine(algo, data, task, **kw)
 
 def check_data_options(name: str, options: dict):

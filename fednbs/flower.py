@@ -648,6 +648,9 @@ def start_ray(init_args: dict, timeout: float|None = None):
         finally:
             done.set()
             if late.is_set() and not failed: stop_ray()   # it started after all, when nobody waits for it any more
+        # Ray's head processes die with the thread that started them (Linux's parent-death signal is per thread):
+        # this thread stays until Ray stops
+        while not failed and ray.is_initialized(): time.sleep(0.5)
     threading.Thread(target=init, daemon=True, name="fednbs-ray-start").start()
     if not done.wait(timeout):
         late.set(); stop_ray()
