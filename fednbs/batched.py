@@ -242,7 +242,7 @@ class BatchedSimulator(Simulator):
         super().__init__(*args, **kw)
         self.stack_size = stack_size
         self.batched_rounds = 0  # rounds of a batched-capable algorithm
-        self.stacked_loops = 0   # clients' training loops that ran stacked (a client's whole update, for a method with its own stacked form)
+        self.stacked_loops = 0   # clients' training loops that ran stacked (a client's whole update, for a method with its own stacked form), a loop whose result is refused as not finite included
         self.fallback = None     # why the algorithm's own stacked form last refused a round (None: it never did)
 
     @property

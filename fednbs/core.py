@@ -7,7 +7,8 @@ __all__ = ['OPTIONAL_MODULES', 'PLUGIN_GROUP', 'PLUGINS', 'PLUGIN_FAILURES', 'AL
            'ENGINES', 'COMMANDS', 'PRESETS', 'PRESET_DOCS', 'Message', 'FednbsError', 'check', 'load_plugins',
            'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec', 'load_plugin', 'plugins_for',
            'entry_point_plugins', 'load_entry_points', 'unload_plugin', 'terminal_width', 'derive_seed',
-           'seed_everything', 'pack', 'unpack', 'message_nbytes', 'tree_map', 'tree_clone', 'all_finite', 'get_device']
+           'seed_everything', 'random_state', 'set_random_state', 'pack', 'unpack', 'message_nbytes', 'tree_map',
+           'tree_clone', 'all_finite', 'get_device']
 
 # %% ../nbs/00_core.ipynb #b84137ce
 import hashlib, random, math, importlib, importlib.util, pkgutil, warnings, inspect, sys, os, logging, traceback
@@ -269,6 +270,18 @@ def derive_seed(*parts) -> int:
 def seed_everything(seed: int):
     "Seed Python, NumPy and torch (CPU and CUDA) from one integer."
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
+
+# %% ../nbs/00_core.ipynb #33dfd1f2
+def random_state(device: torch.device|str|None = None) -> tuple:
+    "The state of every generator `seed_everything` seeds: Python's, NumPy's, torch's CPU one and, on a CUDA `device`, the GPUs'."
+    cuda = device is not None and torch.device(device).type == "cuda"
+    return random.getstate(), np.random.get_state(), torch.random.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
+
+def set_random_state(state: tuple):
+    "Put the generators back into `state` (from `random_state`, of this process or of another: torch's CPU state is read from any device)."
+    py, npy, cpu, gpus = state
+    random.setstate(py); np.random.set_state(npy); torch.random.set_rng_state(cpu.cpu())
+    if gpus is not None: torch.cuda.set_rng_state_all(gpus)
 
 # %% ../nbs/00_core.ipynb #0894871c
 Message = dict  # str -> Tensor

@@ -710,7 +710,8 @@ def _fe_run(self, rounds: int|None = None, on_round: Callable|None = None) -> li
     rows = []
     app = ServerApp()
     @app.main()
-    def main(grid: Grid, context: Context): rows.extend(self.serve(grid, n, on_round))
+    def main(grid: Grid, context: Context):
+        with intra_op_threads(self.num_threads): rows.extend(self.serve(grid, n, on_round))   # aggregation on the clients' threads
     backend = self.backend
     if backend == "auto": backend = "ray" if importlib.util.find_spec("ray") else "thread"
     self._t_run, before = time.perf_counter(), self.replies

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['LAMBDA_FORMS', 'NOISES', 'onehot', 'Generator', 'RTNet', 'lambda_syn', 'ema_rate', 'update_prototypes',
            'sample_noise', 'class_cycle', 'next_batch', 'optimizer_tensors', 'load_optimizer_tensors', 'frozen',
-           'FRAug', 'Nets', 'stacked_sgd', 'random_state', 'set_random_state', 'DrawStream']
+           'FRAug', 'Nets', 'stacked_sgd', 'DrawStream']
 
 # %% ../nbs/22_fraug.ipynb #584f6318
 import math, random
@@ -544,17 +544,6 @@ def _stacked_iteration(self: FRAug, S: dict, M: dict, H: dict, proto: Tensor, b:
 FRAug.stacked_iteration = _stacked_iteration
 
 # %% ../nbs/22_fraug.ipynb #a689b163
-def random_state(device: torch.device|str|None = None) -> tuple:
-    "The state of every generator `seed_everything` seeds: Python's, NumPy's, torch's CPU one and, on a CUDA `device`, the GPUs'."
-    cuda = torch.device(device).type == "cuda" if device is not None else False
-    return random.getstate(), np.random.get_state(), torch.random.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
-
-def set_random_state(state: tuple):
-    "Put the generators back into `state` (from `random_state`)."
-    py, npy, cpu, gpus = state
-    random.setstate(py); np.random.set_state(npy); torch.random.set_rng_state(cpu)
-    if gpus is not None: torch.cuda.set_rng_state_all(gpus)
-
 class DrawStream:
     """A generator of random draws (here a client's `iteration_draws`) run under its own random state, seeded with `seed`:
     each `next` gives what it would give run alone from `seed_everything(seed)`, whatever is drawn in between."""

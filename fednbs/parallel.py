@@ -42,13 +42,6 @@ def _loads(b: bytes, device=None):
     "What `_dumps` wrote, its tensors on `device` (None: where they were)."
     return torch.load(io.BytesIO(b), weights_only=False, map_location=device)  # bytes written by `_dumps` of this run's own processes
 
-def _rng_states() -> tuple:
-    return torch.random.get_rng_state(), random.getstate(), np.random.get_state()
-
-def _set_rng_states(s: tuple):
-    "Restore `_rng_states()`; the torch state back on the CPU (a GPU worker's reply maps every tensor to its device)."
-    torch.random.set_rng_state(s[0].cpu()); random.setstate(s[1]); np.random.set_state(s[2])
-
 def _sendable(e: Exception) -> Exception:
     "`e`, or a `RuntimeError` naming it when `e` cannot travel through a pipe."
     try: pickle.loads(pickle.dumps(e)); return e
@@ -156,7 +149,7 @@ def _train_job(rnd: int, cid: str, payload: bytes) -> bytes:
     message = received(message, _SERVED["device"])
     state, upload, stats = update_client(_SERVED["algo"], _SERVED["seed"], rnd, cid, state, message, _SERVED["train_data"][cid])
     if isinstance(stats, Exception): stats = _sendable(stats)
-    return _dumps((state, upload, stats, _rng_states(), time.process_time() - t0))
+    return _dumps((state, upload, stats, random_state(), time.process_time() - t0))
 
 def _eval_job(rnd: int, name: str, split: str, payload: bytes) -> bytes:
     "In a worker: `evaluate_seeded` of client `name` on `split`, and the CPU seconds it took."
@@ -164,7 +157,7 @@ def _eval_job(rnd: int, name: str, split: str, payload: bytes) -> bytes:
     state, message = _loads(payload, _SERVED["device"])
     message = received(message, _SERVED["device"])
     metrics = evaluate_seeded(_SERVED["algo"], _SERVED["seed"], rnd, state, message, _SERVED["clients"][name], split)
-    return _dumps((metrics, _rng_states(), time.process_time() - t0))
+    return _dumps((metrics, random_state(), time.process_time() - t0))
 
 # %% ../nbs/34_parallel.ipynb #60d6d64c
 def worker_devices(device: str, workers: int, gpus: int|None = None, # GPUs visible (None: torch.cuda.device_count())
@@ -292,7 +285,7 @@ class WorkersSimulator(Simulator):
                 last = rng; self.worker_cpu += cpu
                 yield cid, message, (state, upload, stats)
         finally: published.close()
-        if last is not None: _set_rng_states(last)  # as if the last client had trained in this process
+        if last is not None: set_random_state(last)  # as if the last client had trained in this process
 
     def client_evaluations(self, rnd: int, split: str):
         published = Publisher(self.server)
@@ -306,4 +299,4 @@ class WorkersSimulator(Simulator):
                 last = rng; self.worker_cpu += cpu
                 yield c, metrics
         finally: published.close()
-        if last is not None: _set_rng_states(last)
+        if last is not None: set_random_state(last)
