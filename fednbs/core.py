@@ -267,9 +267,17 @@ def derive_seed(*parts) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 # %% ../nbs/00_core.ipynb #57d08a8b
+def _has_gpu() -> bool:
+    "Whether this process sees a GPU or other accelerator whose generators `torch.manual_seed` seeds (CUDA, MPS, XPU, MTIA, a custom backend)."
+    if torch.cuda.is_available() or torch.backends.mps.is_available(): return True
+    if any(getattr(torch, n, None) is not None and getattr(torch, n).is_available() for n in ("xpu", "mtia")): return True
+    return hasattr(torch, torch._C._get_privateuse1_backend_name())   # a backend registered as `torch.<name>`
+
 def seed_everything(seed: int):
-    "Seed Python, NumPy and torch (CPU and CUDA) from one integer."
-    random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
+    "Seed Python, NumPy and torch (CPU and every GPU) from one integer."
+    random.seed(seed); np.random.seed(seed % 2**32)
+    if _has_gpu(): torch.manual_seed(seed)
+    else: torch.default_generator.manual_seed(seed)   # the same CPU state, without the record of the stack that torch.manual_seed keeps per call for a GPU yet to start
 
 # %% ../nbs/00_core.ipynb #33dfd1f2
 def random_state(device: torch.device|str|None = None) -> tuple:

@@ -693,4 +693,9 @@ MUTATIONS += [
          replace='        rows.extend(self.serve(grid, n, on_round))',
          tests=["nbs/33_flower.ipynb"],
          what="a Flower run's server aggregates on the caller's thread count, not on the engine's (in-process aggregates on the engine's)"),
+    dict(name="seed_everything_skips_gpus", notebook="nbs/00_core.ipynb",
+         find='    if _has_gpu(): torch.manual_seed(seed)\n    else: torch.default_generator.manual_seed(seed)',
+         replace='    torch.default_generator.manual_seed(seed)',
+         tests=["nbs/00_core.ipynb"],
+         what="seed_everything seeds torch's CPU generator only, so a GPU run's draws on the GPU do not follow the seed"),
 ]
