@@ -6,7 +6,7 @@
 __all__ = ['NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser',
            'config_from_args', 'config_plugins', 'read_config_file', 'attribute', 'check_resume_flags', 'run_config',
            'doc_row', 'capability_lines', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'main',
-           'interrupted_advice']
+           'unknown_arguments', 'interrupted_advice']
 
 # %% ../nbs/42_cli.ipynb #168ce380
 import argparse, ast, os, sys, logging, threading
@@ -16,13 +16,18 @@ from .experiment import RunConfig, DEFAULTS, PRESETS, RUN_RECORDS, run_experimen
 
 # %% ../nbs/42_cli.ipynb #45fbf35e
 def hparam_flags() -> dict[str, tuple]:
-    "Every algorithm hyper-parameter: name -> (type, help, algorithms that have it)."
-    out = {}
+    """Every algorithm hyper-parameter: name -> (type, help, algorithms that have it). The help names the algorithms;
+    where they type or describe it differently, each description with its own algorithms (and the type is text)."""
+    kinds = {}
     for name in ALGORITHMS.names():
         for hp, (default, help_) in ALGORITHMS[name].all_hparams().items():
             typ = type(default) if default is not None else str
-            prev = out.get(hp, (typ, help_, []))
-            out[hp] = (prev[0], prev[1], prev[2] + [name])
+            kinds.setdefault(hp, {}).setdefault((typ, help_), []).append(name)
+    out = {}
+    for hp, by_kind in kinds.items():
+        types = {typ for typ, _ in by_kind}
+        out[hp] = (types.pop() if len(types) == 1 else str, "; ".join(f"{h} [{', '.join(a)}]" for (_, h), a in by_kind.items()),
+                   [a for algos in by_kind.values() for a in algos])
     return out
 
 def parse_value(text: str, typ: type, flag: str = "the value"):
@@ -104,8 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="start resnet18 from ImageNet weights: torch's hub cache, the file PATH, or 'download'")
     hp = run.add_argument_group("algorithm hyper-parameters (each applies to the algorithms named)")
     for name, (typ, help_, algos) in sorted(hparam_flags().items()):
-        hp.add_argument("--" + name.replace("_", "-"), dest=f"hp_{name}", type=str, metavar=typ.__name__.upper(),
-                        help=f"{help_} [{', '.join(algos)}]")
+        flag = "--" + name.replace("_", "-")
+        check(flag not in run._option_string_actions, f"{', '.join(algos)}: the hyper-parameter '{name}' has the name of fednbs run's own flag {flag}",
+              f"rename it in the algorithm's class (e.g. {algos[0].replace('-', '_')}_{name})")
+        hp.add_argument(flag, dest=f"hp_{name}", type=str, metavar=typ.__name__.upper(), help=help_)
     sub.add_parser("list", help="list algorithms, datasets, models, norms, engines, presets and the plugins loaded")
     for name in COMMANDS.names(): COMMANDS[name](sub)  # reproduce, bench, ...: each registered by its own module
     for cmd in sub.choices.values(): _add_plugin_flag(cmd)
@@ -188,8 +195,9 @@ def read_config_file(path: str, recorded: bool = False) -> tuple[dict, dict]: # 
         elif k in hps: out["algo_params"][k] = v; origins["--" + k.replace("_", "-")] = where   # a hyper-parameter at the top
         else:
             near = difflib.get_close_matches(k, names + list(hps), n=1)
-            check(k in names, f"{where}: unknown setting '{k}'", (f"did you mean '{near[0]}'? " if near else "") +
-                  "use a RunConfig field (see fednbs run --help), a hyper-parameter, or a table [data_options]")
+            check(k in names, f"{where}: unknown setting '{k}': no run setting, and no hyper-parameter of the algorithms loaded",
+                  (f"did you mean '{near[0]}'? " if near else "") + "use a RunConfig field (see fednbs run --help) or a table [data_options]; "
+                  "a plugin's hyper-parameter needs its plugin (--plugin FILE, or plugins = [...] in the file)")
             flag = "--" + k.replace("_", "-")
             if k in NUMERIC and isinstance(v, str): v = parse_value(v, NUMERIC[k], f"{where} ({flag})")
             elif k in NUMERIC and isinstance(v, int) and not isinstance(v, bool) and NUMERIC[k] is float: v = float(v)
@@ -272,7 +280,7 @@ def run_config(ns: argparse.Namespace) -> RunConfig:
         if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             for k in r.data_options:
                 check((k in params and k not in ("data_dir", "seed")) or k in SKEW_OPTIONS or k == "val_frac", f"--data-option {k}: dataset {r.data} has no option '{k}'",
-                      f"its options are {', '.join([n for n in params if n not in ('data_dir', 'seed')] + list(SKEW_OPTIONS) + ['val_frac'])}")
+                      f"its options are {', '.join(dict.fromkeys([n for n in params if n not in ('data_dir', 'seed')] + list(SKEW_OPTIONS) + ['val_frac']))}")
     except FednbsError as e: raise attribute(e, {f: w for f, w in origins.items() if f not in _labels(ns).values()}) from None
     return cfg
 
@@ -350,7 +358,7 @@ def main(argv: list[str]|None = None) -> int:
         parser = build_parser()
         ns, extra = parser.parse_known_args(argv or ["run"])
         if getattr(ns, "takes_run_flags", False): return ns.handler(ns, extra)   # e.g. sweep: flags it does not know go to each run
-        if extra: ns = parser.parse_args(argv)   # argparse's own message for flags it does not know
+        if extra: raise FednbsError(unknown_arguments(parser, ns.command, extra))
         if ns.command == "list": print(list_text()); return 0
         if getattr(ns, "handler", None): return ns.handler(ns)  # a command registered in `COMMANDS`
         if ns.command is None: ns = parser.parse_args(["run"])
@@ -374,6 +382,19 @@ def main(argv: list[str]|None = None) -> int:
         return 2
     except RecursionError:
         print("fednbs: error: an input nests too deeply to be read (a config or data file); fix that file", file=sys.stderr); return 2
+
+def unknown_arguments(parser: argparse.ArgumentParser, command: str|None, extra: list[str]) -> str:
+    "One line for the first of `extra` that `fednbs command` does not take, with the flag it most resembles."
+    cmd = command or "run"
+    known = list(parser._subparsers._group_actions[0].choices[cmd]._option_string_actions)
+    first = next((a for a in extra if a.startswith("-")), extra[0])
+    near = difflib.get_close_matches(first.split("=")[0], known, n=1, cutoff=0.6) if first.startswith("-") else []
+    option = first.lstrip("-").split("=")[0].replace("-", "_")
+    dataset_options = {n for d in DATASETS.names() for n in inspect.signature(DATASETS[d]).parameters} | set(SKEW_OPTIONS) | {"val_frac"}
+    if cmd == "run" and first.startswith("-") and not near and option in dataset_options - {"data_dir", "seed"}:
+        return f"fednbs run does not take the flag {first}; a dataset option goes as --data-option {option}=VALUE (see fednbs run --help)"
+    return (f"fednbs {cmd} does not take {'the flag' if first.startswith('-') else 'the argument'} {first}; "
+            + (f"did you mean {near[0]}? " if near else "") + f"see fednbs {cmd} --help")
 
 def interrupted_advice(argv: list[str]) -> str:
     "What to do after Ctrl-C: a run continues with --resume; a sweep, a study and the commands that run many keep what finished when run again."

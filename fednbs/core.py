@@ -11,7 +11,7 @@ __all__ = ['OPTIONAL_MODULES', 'PLUGIN_GROUP', 'PLUGINS', 'PLUGIN_FAILURES', 'AL
            'tree_clone', 'all_finite', 'get_device']
 
 # %% ../nbs/00_core.ipynb #b84137ce
-import hashlib, random, math, importlib, importlib.util, pkgutil, warnings, inspect, sys, os, logging, traceback
+import hashlib, random, math, importlib, importlib.util, pkgutil, warnings, inspect, sys, os, logging, traceback, difflib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 import numpy as np
@@ -47,7 +47,7 @@ def load_plugins(plugins: list[str] = (), # more plugins: .py files, module name
 
 def plugins_text() -> str:
     "`plugins loaded: ...` (and those that could not be loaded), for the messages about unknown names."
-    text = "plugins loaded: " + (", ".join(PLUGINS) or "none")
+    text = "plugins loaded: " + (", ".join(k + ("" if p["provides"] else ", which registers nothing") for k, p in PLUGINS.items()) or "none")
     return text + ("; not loaded: " + "; ".join(PLUGIN_FAILURES.values()) if PLUGIN_FAILURES else "")
 
 def load_optional(name: str):
@@ -125,6 +125,12 @@ def _why(e: BaseException) -> str:
 def _failed(spec: str, e: Exception) -> FednbsError:
     "The one-line error of a plugin whose import raised `e`."
     missing = isinstance(e, ModuleNotFoundError) and e.name
+    if missing and e.name.split(".")[0] == "fednbs":   # a misspelt module of the library itself
+        import fednbs
+        have = sorted(m.name for m in pkgutil.iter_modules(fednbs.__path__) if not m.name.startswith("_"))
+        near = difflib.get_close_matches(e.name.split(".")[-1], have, n=1)
+        return FednbsError(f"plugin {spec} failed to import ({_why(e)}); fednbs has no module {e.name}: "
+                           + (f"did you mean fednbs.{near[0]}?" if near else f"its modules are {', '.join(have)}"))
     return FednbsError(f"plugin {spec} failed to import ({_why(e)}); " +
                        (f"install the package {e.name}, which it imports" if missing else "fix the plugin, or leave it out"))
 
@@ -134,6 +140,7 @@ def _import_plugin(spec: str):
     if _is_file(spec):
         path = Path(spec)
         check(path.is_file(), f"plugin file {spec} does not exist", "pass --plugin with the path of a .py file, or the name of an importable module")
+        check(path.suffix == ".py", f"plugin file {spec} is not a .py file", "give the plugin's Python file a name that ends in .py")
         name = path.stem
         check(name.isidentifier(), f"plugin file {spec}: '{name}' cannot be the name of a module", "rename the file to letters, digits and _")
         have = sys.modules.get(name)
@@ -150,7 +157,10 @@ def _import_plugin(spec: str):
             sys.modules.pop(name, None)
             raise _failed(spec, e) from None
         return module
+    check(not Path(spec).is_file(), f"plugin file {spec} is not a .py file", "give the plugin's Python file a name that ends in .py")
     modname, _, attr = spec.partition(":")
+    check(not (attr and modname.endswith(".py")), f"plugin '{spec}': the module:function form takes a module name, not a file",
+          "pass the .py file alone (what it registers at import is loaded), or its module name before the colon")
     check(all(p.isidentifier() for p in modname.split(".")) and all(p.isidentifier() for p in attr.split(".") if attr),
           f"plugin '{spec}' is neither a .py file nor a module name", "pass e.g. --plugin my_methods.py or --plugin my_package.methods")
     try: module = importlib.import_module(modname)
