@@ -686,10 +686,10 @@ def _simulate(self, server_app: ServerApp, backend: str):
         if backend == "thread": simulate(server_app, client_app, n, "thread")
         else:
             import warnings
-            if self.backend == "auto": start_ray(self._ray_config()["init_args"])   # a short, stated wait: a busy machine falls back in seconds
-            else: _import_ray()                                                      # asked for Ray: Flower's backend starts it, however long it takes
-            with warnings.catch_warnings():
+            with warnings.catch_warnings():   # Ray's tip about a future default for accelerators, raised as it starts
                 warnings.filterwarnings("ignore", message=".*accelerator visible devices.*", category=FutureWarning)
+                if self.backend == "auto": start_ray(self._ray_config()["init_args"])   # a short, stated wait: a busy machine falls back in seconds
+                else: _import_ray()                                                      # asked for Ray: Flower's backend starts it, however long it takes
                 simulate(server_app, client_app, n, "ray", self._ray_config())
     except BaseException as e:
         self.abort.set()  # stop our server loop if the runtime died under it
