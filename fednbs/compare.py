@@ -130,6 +130,8 @@ def group_runs(runs: list[dict]) -> dict:
         check(len(set(seeds)) == len(seeds), f"group '{label}' holds two runs with seed {max(seeds, key=seeds.count)} "
               f"({', '.join(str(m['path']) for m in members if m['config']['seed'] == max(seeds, key=seeds.count))})",
               "pass only one of them (they repeat the same run)")
+        check(label not in out, f"two groups are both named '{label}' (a setting is written two ways in their config.json files)",
+              "compare them apart, or write the setting alike in both")
         out[label] = sorted(members, key=lambda m: m["config"]["seed"])
     return out
 
