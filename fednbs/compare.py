@@ -236,7 +236,7 @@ def summarize_groups(groups: dict, rule: str = "last", window: int = 10, model: 
         seeds = [r["config"]["seed"] for r in runs]
         lacking = next((r.get("path") or label for r, c in zip(runs, cols) if model and model not in c), None)
         check(lacking is None, f"{lacking} has no evaluation of model '{model}'",
-              f"leave --model out to report every model, or pick one that every group has ({_models_text(table)})")
+              f"leave --model out to report every model, or pick one of the models each group evaluated ({_models_text(table)})")
         models = [model] if model else sorted({m for c in cols for m in c}, key=lambda m: (m != head, m))
         for m in models:
             per_seed = {}
