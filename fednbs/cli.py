@@ -291,6 +291,8 @@ import textwrap
 def doc_row(name: str, doc: str, col: int, width: int|None = None) -> str:
     "`  name  doc`, the name padded to `col` characters and the doc wrapped under itself to fit `width` columns (default: the terminal's)."
     width = width or terminal_width()
+    if len(name) > col - 4:   # no room for two spaces between the name and the doc: the doc starts on the next line
+        return f"  {name}\n" + textwrap.fill(doc, width, initial_indent=" " * col, subsequent_indent=" " * col, break_on_hyphens=False)
     return textwrap.fill(doc, width, initial_indent=f"  {name:<{col - 2}}", subsequent_indent=" " * col, break_on_hyphens=False)
 
 def capability_lines(width: int|None = None) -> list[str]:
