@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['TABLE_METHODS', 'TABLE_DATA', 'PRESET_REPORTS', 'table_commands', 'command_text', 'error_line', 'job_env',
            'run_commands', 'preset_report', 'preset_commands', 'reproduce_text', 'check_commands',
-           'add_reproduce_parser', 'reproduce_command', 'collect_runs', 'aggregate', 'markdown_table', 'write_results',
-           'read_results']
+           'add_reproduce_parser', 'compare_argv', 'reproduce_command', 'collect_runs', 'aggregate', 'markdown_table',
+           'write_results', 'read_results']
 
 # %% ../nbs/43_reproduce.ipynb #c057fa4a
 import os, sys, json, time, shlex, statistics, subprocess, logging
@@ -184,6 +184,15 @@ def add_reproduce_parser(sub):
     p.set_defaults(handler=reproduce_command)
     return p
 
+def compare_argv(argvs: list[list[str]]) -> list[str]:
+    "The `fednbs compare` arguments of the table of the runs `argvs`: one row per method folder, named by it (FedAvg, FedBN, ...), their report rule."
+    outs = [Path(a[a.index("--out") + 1]) for a in argvs]
+    rows = list(dict.fromkeys(o.parent for o in outs))   # <row>/s<seed>: the row's folder
+    top = rows[0].parent if len(rows) > 1 else rows[0]
+    flag = lambda name: [name, argvs[0][argvs[0].index(name) + 1]] if name in argvs[0] else []
+    return ["compare", str(top), *[a for r in rows for a in ("--label", f"{r}={r.name}")],
+            *flag("--report"), *flag("--report-window"), "--out", str(top / "compare")]
+
 def reproduce_command(ns) -> int:
     "`fednbs reproduce`: list, print or run."
     if not ns.name: print(reproduce_text()); return 0
@@ -201,14 +210,20 @@ def reproduce_command(ns) -> int:
         check(ns.name[6:] in TABLE_DATA, f"no comparison table '{ns.name}'", f"choose one of: {', '.join('table-' + d for d in TABLE_DATA)}")
         argvs = [a for _, _, a in table_commands(ns.name[6:], seeds, ns.rounds, f"{ns.out}/table", ns.data_dir, ns.device)]
     else: argvs = preset_commands(ns.name, seeds, ns.out, ns.data_dir, ns.device)
+    table = compare_argv(argvs)
     if not ns.run:
-        print("\n".join(command_text(a, width=80) for a in argvs)); return 0
+        print("\n".join(command_text(a, width=80) for a in argvs + [table])); return 0
     check_commands(argvs)
     from fednbs.experiment import RUN_LOG
     codes = run_commands(argvs, jobs=ns.jobs, logs=[Path(a[a.index("--out") + 1]) / RUN_LOG for a in argvs])
     failed = sum(c != 0 for c in codes)
-    if failed: print(f"fednbs: {failed} of {len(codes)} runs failed (their errors above; each run's log is {RUN_LOG} in its folder)", file=sys.stderr)
-    return 0 if not failed else 1
+    if failed:
+        print(f"fednbs: {failed} of {len(codes)} runs failed (their errors above; each run's log is {RUN_LOG} in its folder); "
+              f"once they have run, the table: {command_text(table)}", file=sys.stderr)
+        return 1
+    from fednbs.cli import main
+    print(f"\nthe table:\n{command_text(table, width=80)}", flush=True)
+    return main(table)
 
 # %% ../nbs/43_reproduce.ipynb #08ebdbad
 def collect_runs(root: str|Path, # folder with <row>/s<seed>/metrics.csv (e.g. runs/table/digits3)
