@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['SELECT', 'MAX_POINTS', 'parse_grid', 'grid_points', 'point_label', 'sweep_commands', 'val_score', 'select_point',
-           'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser', 'check_sweep_runs', 'run_state',
-           'read_sweep_record', 'sweep_scores', 'sweep_command']
+           'diverged_points', 'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser',
+           'check_sweep_runs', 'run_state', 'read_sweep_record', 'sweep_scores', 'sweep_command']
 
 # %% ../nbs/45_sweep.ipynb #74c81bcd
 import itertools, json, math, shlex, statistics, subprocess, sys, textwrap, time
@@ -57,8 +57,15 @@ def val_score(rows: list[dict], model: str, select: str = "val_mean") -> float|N
     return series[max(series)] if series else None
 
 def select_point(scores: dict) -> str:
-    "The label with the highest mean score (`scores`: `{label: [score per seed]}`); ties go to the first."
-    return max(scores, key=lambda k: (round(statistics.fmean(scores[k]), 10), -list(scores).index(k)))   # equal to 10 decimals: a tie
+    "The label with the highest mean score (`scores`: `{label: [score per seed]}`); ties go to the first, a NaN mean (a diverged seed) ranks last."
+    def rank(k):
+        m = statistics.fmean(scores[k])
+        return (-math.inf if math.isnan(m) else round(m, 10), -list(scores).index(k))   # equal to 10 decimals: a tie
+    return max(scores, key=rank)
+
+def diverged_points(scores: dict) -> list[str]:
+    "The labels whose mean score is NaN: a seed's model output NaN or inf on validation (`accuracy_and_loss`)."
+    return [k for k, v in scores.items() if math.isnan(statistics.fmean(v))]
 
 # %% ../nbs/45_sweep.ipynb #22da2c0a
 def duration(seconds: float) -> str:
@@ -248,6 +255,8 @@ def sweep_command(ns, run_args: list[str]) -> int:
     print(f"{'point':<{w}}{ns.select + ' (%)':>16}")
     for k, v in scores.items():
         print(f"{k:<{w}}{statistics.fmean(v) * 100:>9.1f}" + (f" ± {sd(v) * 100:<4.1f}" if len(v) > 1 else " " * 7) + ("  <- winner" if k == win else ""))
+    if (bad := diverged_points(scores)):
+        print(fill(f"ranked last: {', '.join(bad)} (validation score NaN: a seed's model output NaN or inf, a diverged run)"))
     print(fill(f"selection: {SELECT[ns.select]}; recorded in {out / 'sweep.json'}, drawn in {out / 'sweep.png'}"))
     print(f"the winner on the test split:")
     print(compare_text(agg, width=width))
