@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['SELECT', 'MAX_POINTS', 'parse_grid', 'grid_points', 'point_label', 'sweep_commands', 'val_score', 'select_point',
-           'diverged_points', 'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser',
+           'seed_std', 'diverged_points', 'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser',
            'check_sweep_runs', 'run_state', 'read_sweep_record', 'sweep_scores', 'sweep_command']
 
 # %% ../nbs/45_sweep.ipynb #74c81bcd
@@ -62,6 +62,11 @@ def select_point(scores: dict) -> str:
         m = statistics.fmean(scores[k])
         return (-math.inf if math.isnan(m) else round(m, 10), -list(scores).index(k))   # equal to 10 decimals: a tie
     return max(scores, key=rank)
+
+def seed_std(v: list[float]) -> float:
+    "Standard deviation (ddof 1) of the per-seed scores `v`: 0 for one seed, NaN when a seed's score is NaN."
+    if any(math.isnan(x) for x in v): return math.nan
+    return statistics.stdev(v) if len(v) > 1 else 0.0
 
 def diverged_points(scores: dict) -> list[str]:
     "The labels whose mean score is NaN: a seed's model output NaN or inf on validation (`accuracy_and_loss`)."
@@ -125,7 +130,7 @@ def sweep_figure(grid: dict, scores: dict, select: str = "val_mean", title: str 
             line = [p for p in points if tuple(p[k] for k in others) == rest]
             xs = [grid[key].index(p[key]) for p in line]
             ms = [statistics.fmean(scores[point_label(p)]) for p in line]
-            sds = [statistics.stdev(scores[point_label(p)]) if len(scores[point_label(p)]) > 1 else 0 for p in line]
+            sds = [seed_std(scores[point_label(p)]) for p in line]
             ax.errorbar(xs, ms, yerr=sds, marker="o", capsize=3, label=", ".join(f"{k}={v}" for k, v in zip(others, rest)) or None)
         wp = points[[point_label(p) for p in points].index(win)]
         ax.plot([grid[key].index(wp[key])], [statistics.fmean(scores[win])], "k*", ms=14, label="winner" if key == list(grid)[-1] else None)
@@ -242,9 +247,11 @@ def sweep_command(ns, run_args: list[str]) -> int:
           "fix the cause and rerun the same command: finished runs are kept")
     scores = sweep_scores(cmds, cfgs, out, ns.select)
     win = select_point(scores)
+    check(not math.isnan(statistics.fmean(scores[win])), f"every point of the sweep in {out} has a seed whose validation score is NaN "
+          "(its model output NaN or inf): there is no winner", "lower --lr (or sweep it), or check the method's aggregation")
     runs = [r for r in find_runs([out / win], verbose=False)]
     agg = summarize_groups({win: runs}, ns.report)
-    sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0
+    sd = seed_std
     record |= dict(status="done", scores={k: {"per_seed": dict(zip(map(str, seeds), v)), "mean": statistics.fmean(v), "std": sd(v)} for k, v in scores.items()},
                    winner={"point": win, "flags": grid_points(grid)[list(scores).index(win)], "val": statistics.fmean(scores[win]),
                            "test": {c: {"mean": m, "std": s} for c, (m, s) in agg[win]["columns"].items()}})
