@@ -8,10 +8,10 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
            'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'plugins_of_run',
            'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write', 'is_run_dir', 'lock_run_dir',
            'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint', 'load_checkpoint',
-           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'select_report', 'client_std',
-           'report_text', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence', 'choose_engine',
-           'make_engine', 'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran',
-           'run_experiment']
+           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'nan_last', 'select_report',
+           'client_std', 'report_text', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence',
+           'choose_engine', 'make_engine', 'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run',
+           'engine_ran', 'run_experiment', 'stopped_text']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref, tokenize, zipfile
@@ -24,6 +24,7 @@ from .core import *
 from .data import FederatedData, HELDOUT
 from .models import build_model
 from .algorithm import Task
+from .simulation import nonfinite_warning
 from .aggregation import SAMPLING
 from .state_store import DiskStates, MemoryStates, save_file, file_sha256, disk_error
 from .parallel import available_cores
@@ -498,6 +499,10 @@ def _pooled(per_client: dict, sizes: dict|None):
     if not sizes or any(c not in sizes for c in per_client): return None
     return sum(v * sizes[c] for c, v in per_client.items()) / max(sum(sizes[c] for c in per_client), 1)
 
+def nan_last(x: float) -> float:
+    "`x` for ranking highest first, a NaN (a diverged model's accuracy) ranked below every number."
+    return -math.inf if math.isnan(x) else x
+
 def select_report(rows: list[dict], rule: str, clients: list[str], headline: str, window: int = 10,
                   sizes: dict|None = None) -> dict:
     "Per model: the test accuracies `rule` selects, `{model: {mean, weighted, per_client, rounds}}`."
@@ -517,10 +522,10 @@ def select_report(rows: list[dict], rule: str, clients: list[str], headline: str
             pick = {c: tail for c in [*clients, "mean", "weighted"]}
         elif rule in ("best_val", "max_val"):
             v = val[m]
-            pick = {c: [max(sorted(v[c]), key=lambda r: (v[c][r], -r))] for c in clients if c in v}
+            pick = {c: [max(sorted(v[c]), key=lambda r: (nan_last(v[c][r]), -r))] for c in clients if c in v}
         else:
             v = val.get(headline, val[m])["mean"]
-            best = max(sorted(v), key=lambda r: (v[r], -r))
+            best = max(sorted(v), key=lambda r: (nan_last(v[r]), -r))
             pick = {c: [best] for c in [*clients, "mean", "weighted"]}
         per_client, rounds = {}, {}
         for c in clients:   # a client that missed a selected evaluation (a Flower node down) is left out of it
@@ -801,6 +806,13 @@ def _run_in(cfg: RunConfig, data: FederatedData, stop_after: int|None) -> dict:
         return _run(cfg, data, engine, out, stop_after)
     finally: lock.close()
 
+def stopped_text(out: Path, finished: int, saved: int|None) -> str:
+    "What a run that stopped in an error left in `out`: `finished` rounds done, the last checkpoint continuing at round `saved` (None: none)."
+    if saved is not None: return f"the run stopped, its finished rounds are kept in {out} (--resume continues from the checkpoint, at round {saved})"
+    if finished: return (f"the run stopped before its first checkpoint: {out}/metrics.csv holds rounds 0-{finished - 1}, and --resume starts "
+                         "again from round 0 (--checkpoint-every 1 keeps every round)")
+    return f"the run stopped before any round finished: nothing was saved ({out} holds the run's settings, config.json, and no rounds)"
+
 def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int|None) -> dict:
     if hasattr(engine, "log_path"): engine.log_path = out / "flower.log"   # Flower's and Ray's own messages, kept with the run
     if engine_ran(cfg, engine) != cfg.engine:
@@ -812,11 +824,15 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     from tqdm import tqdm   # a text bar on stderr: no widget library needed in Jupyter
     bar = tqdm(total=cfg.rounds, initial=engine.round, desc=f"{cfg.algo} on {cfg.data}", unit="round", disable=cfg.quiet, file=sys.stderr)
     t0, done = time.perf_counter(), 0
+    saved = engine.round if cfg.resume and ckpt.exists() else None   # the round the last checkpoint continues at
+    sizes = {(c.name, s): len(getattr(c, f"y_{s}")) for c in [*data.clients, *data.heldout] for s in ("test", "val")
+             if getattr(c, f"y_{s}") is not None}   # examples per client and split: a NaN accuracy with none is no divergence
     tb = open_log(cfg, out, engine.round)   # None unless --log tensorboard
     def on_round(rnd: int, rows: list[dict]):
-        nonlocal done, written
+        nonlocal done, written, saved
         write_metrics(metrics_path, rows, append=True); written += len(rows)
-        if (rnd + 1) % cfg.checkpoint_every == 0 or rnd + 1 == cfg.rounds: save_checkpoint(ckpt, cfg, engine, written)
+        if (warning := nonfinite_warning(rows, rnd, sizes)): log.warning(warning)   # a diverged model: its accuracy is NaN
+        if (rnd + 1) % cfg.checkpoint_every == 0 or rnd + 1 == cfg.rounds: save_checkpoint(ckpt, cfg, engine, written); saved = rnd + 1
         if tb is not None: log_round(tb, rnd, rows, getattr(engine, "wire", None))
         acc = [r["value"] for r in rows if r["client"] == "mean" and r["metric"] == f"acc_{algo_cls.headline}" and r["split"] == "test"]
         if acc: bar.set_postfix(acc=f"{acc[0]:.3f}")
@@ -824,7 +840,7 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     remaining = cfg.rounds - engine.round
     try: engine.run(min(remaining, stop_after) if stop_after is not None else remaining, on_round=on_round)
     except FednbsError as e:
-        raise FednbsError(f"{e}; the run stopped, its finished rounds are kept in {out} (--resume continues from the last checkpoint)") from None
+        raise FednbsError(f"{e}; {stopped_text(out, engine.round, saved)}") from None
     finally:
         bar.close()
         if tb is not None: tb.close()

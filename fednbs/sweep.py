@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['SELECT', 'MAX_POINTS', 'parse_grid', 'grid_points', 'point_label', 'sweep_commands', 'val_score', 'select_point',
-           'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser', 'check_sweep_runs', 'run_state',
-           'read_sweep_record', 'sweep_scores', 'sweep_command']
+           'seed_std', 'diverged_points', 'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser',
+           'check_sweep_runs', 'run_state', 'read_sweep_record', 'sweep_scores', 'sweep_command']
 
 # %% ../nbs/45_sweep.ipynb #74c81bcd
 import itertools, json, math, shlex, statistics, subprocess, sys, textwrap, time
@@ -57,8 +57,20 @@ def val_score(rows: list[dict], model: str, select: str = "val_mean") -> float|N
     return series[max(series)] if series else None
 
 def select_point(scores: dict) -> str:
-    "The label with the highest mean score (`scores`: `{label: [score per seed]}`); ties go to the first."
-    return max(scores, key=lambda k: (round(statistics.fmean(scores[k]), 10), -list(scores).index(k)))   # equal to 10 decimals: a tie
+    "The label with the highest mean score (`scores`: `{label: [score per seed]}`); ties go to the first, a NaN mean (a diverged seed) ranks last."
+    def rank(k):
+        m = statistics.fmean(scores[k])
+        return (-math.inf if math.isnan(m) else round(m, 10), -list(scores).index(k))   # equal to 10 decimals: a tie
+    return max(scores, key=rank)
+
+def seed_std(v: list[float]) -> float:
+    "Standard deviation (ddof 1) of the per-seed scores `v`: 0 for one seed, NaN when a seed's score is NaN."
+    if any(math.isnan(x) for x in v): return math.nan
+    return statistics.stdev(v) if len(v) > 1 else 0.0
+
+def diverged_points(scores: dict) -> list[str]:
+    "The labels whose mean score is NaN: a seed's model output NaN or inf on validation (`accuracy_and_loss`)."
+    return [k for k, v in scores.items() if math.isnan(statistics.fmean(v))]
 
 # %% ../nbs/45_sweep.ipynb #22da2c0a
 def duration(seconds: float) -> str:
@@ -118,7 +130,7 @@ def sweep_figure(grid: dict, scores: dict, select: str = "val_mean", title: str 
             line = [p for p in points if tuple(p[k] for k in others) == rest]
             xs = [grid[key].index(p[key]) for p in line]
             ms = [statistics.fmean(scores[point_label(p)]) for p in line]
-            sds = [statistics.stdev(scores[point_label(p)]) if len(scores[point_label(p)]) > 1 else 0 for p in line]
+            sds = [seed_std(scores[point_label(p)]) for p in line]
             ax.errorbar(xs, ms, yerr=sds, marker="o", capsize=3, label=", ".join(f"{k}={v}" for k, v in zip(others, rest)) or None)
         wp = points[[point_label(p) for p in points].index(win)]
         ax.plot([grid[key].index(wp[key])], [statistics.fmean(scores[win])], "k*", ms=14, label="winner" if key == list(grid)[-1] else None)
@@ -235,9 +247,11 @@ def sweep_command(ns, run_args: list[str]) -> int:
           "fix the cause and rerun the same command: finished runs are kept")
     scores = sweep_scores(cmds, cfgs, out, ns.select)
     win = select_point(scores)
+    check(not math.isnan(statistics.fmean(scores[win])), f"every point of the sweep in {out} has a seed whose validation score is NaN "
+          "(its model output NaN or inf): there is no winner", "lower --lr (or sweep it), or check the method's aggregation")
     runs = [r for r in find_runs([out / win], verbose=False)]
     agg = summarize_groups({win: runs}, ns.report)
-    sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0
+    sd = seed_std
     record |= dict(status="done", scores={k: {"per_seed": dict(zip(map(str, seeds), v)), "mean": statistics.fmean(v), "std": sd(v)} for k, v in scores.items()},
                    winner={"point": win, "flags": grid_points(grid)[list(scores).index(win)], "val": statistics.fmean(scores[win]),
                            "test": {c: {"mean": m, "std": s} for c, (m, s) in agg[win]["columns"].items()}})
@@ -248,6 +262,8 @@ def sweep_command(ns, run_args: list[str]) -> int:
     print(f"{'point':<{w}}{ns.select + ' (%)':>16}")
     for k, v in scores.items():
         print(f"{k:<{w}}{statistics.fmean(v) * 100:>9.1f}" + (f" ± {sd(v) * 100:<4.1f}" if len(v) > 1 else " " * 7) + ("  <- winner" if k == win else ""))
+    if (bad := diverged_points(scores)):
+        print(fill(f"ranked last: {', '.join(bad)} (validation score NaN: a seed's model output NaN or inf, a diverged run)"))
     print(fill(f"selection: {SELECT[ns.select]}; recorded in {out / 'sweep.json'}, drawn in {out / 'sweep.png'}"))
     print(f"the winner on the test split:")
     print(compare_text(agg, width=width))
