@@ -282,8 +282,10 @@ Algorithm.predict = _predict
 
 # %% ../nbs/10_algorithm.ipynb #00301065
 def accuracy_and_loss(logits: Tensor, y: Tensor) -> tuple[float, float]:
-    "Accuracy in [0,1] and mean cross-entropy of `logits` against labels `y`; both NaN for no labels, or for logits with NaN or inf (a diverged model scores nothing)."
-    if len(y) == 0 or not bool(torch.isfinite(logits).all()): return float("nan"), float("nan")
+    """Accuracy in [0,1] and mean cross-entropy of `logits` against labels `y`; both NaN for no labels, or for logits
+    with NaN, +inf or a row of -inf only (a diverged model scores nothing). A -inf beside finite logits masks a class."""
+    diverged = bool(torch.isnan(logits).any() | torch.isposinf(logits).any() | torch.isneginf(logits).all(-1).any()) if len(y) else False
+    if len(y) == 0 or diverged: return float("nan"), float("nan")
     return float((logits.argmax(1) == y).float().mean()), float(F.cross_entropy(logits.float(), y))
 
 # %% ../nbs/10_algorithm.ipynb #5db9a32c

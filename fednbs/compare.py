@@ -175,7 +175,10 @@ def _headline(algo: str|None) -> str:
     load_plugins()
     return ALGORITHMS[algo].headline   # an unknown algorithm names the plugins loaded
 
-def _sd(v: list) -> float: return statistics.stdev(v) if len(v) > 1 else 0.0
+def _sd(v: list) -> float:
+    "The standard deviation over seeds: NaN when a seed's value is NaN (a diverged run), 0 for one seed."
+    if any(math.isnan(x) for x in v): return math.nan
+    return statistics.stdev(v) if len(v) > 1 else 0.0
 
 def _heldout_value(pts: dict, rule: str, window: int, picked: int|None) -> float:
     "The held-out accuracy `rule` selects from `{round: accuracy}`: the tail mean, the selected round, else the last evaluation."

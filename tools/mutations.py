@@ -775,7 +775,7 @@ MUTATIONS += [
          what="fednbs reproduce --run ends without the table of its runs"),
     # evaluation of a diverged model, failure messages, download hints
     dict(name="accuracy_of_nonfinite_logits", notebook="nbs/10_algorithm.ipynb",
-         find='    if len(y) == 0 or not bool(torch.isfinite(logits).all()): return float("nan"), float("nan")',
+         find='    if len(y) == 0 or diverged: return float("nan"), float("nan")',
          replace='    if len(y) == 0: return float("nan"), float("nan")',
          tests=["nbs/10_algorithm.ipynb", "nbs/30_simulation.ipynb"],
          what="a model whose logits hold NaN or inf is scored by argmax (class 0: a chance-level number) instead of NaN"),
@@ -819,4 +819,14 @@ MUTATIONS += [
          replace='+ (", or pass download=True" if d in ("mnist", "svhn", "usps") else "")',
          tests=["nbs/03_datasets.ipynb"],
          what="the missing-digits message names download=True but not its command-line form --data-option download=True"),
+    dict(name="accuracy_masked_class_is_nan", notebook="nbs/10_algorithm.ipynb",
+         find="torch.isneginf(logits).all(-1).any()",
+         replace="torch.isneginf(logits).any()",
+         tests=["nbs/10_algorithm.ipynb"],
+         what="a class masked with -inf beside finite logits makes the model score NaN, as if it had diverged"),
+    dict(name="compare_sd_nan_crash", notebook="nbs/44_compare.ipynb",
+         find="    if any(math.isnan(x) for x in v): return math.nan\n",
+         replace="",
+         tests=["nbs/44_compare.ipynb"],
+         what="fednbs compare stops with a traceback on a group with a diverged (NaN) seed instead of showing nan"),
 ]
