@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['RUN_SETTINGS', 'NOTED_SETTINGS', 'COLUMN_NAMES', 'read_run', 'find_runs', 'group_runs', 'find_group', 'label_groups',
-           'summarize_groups', 'paired_test', 'add_baseline', 'protocol_line', 'seed_warning', 'wrap_lines',
+           'seed_std', 'summarize_groups', 'paired_test', 'add_baseline', 'protocol_line', 'seed_warning', 'wrap_lines',
            'compare_text', 'ran_differently', 'compare_markdown', 'compare_latex', 'compare_csv', 'compare_figure',
            'write_compare', 'add_compare_parser', 'compare_groups', 'compare_command']
 
@@ -175,8 +175,8 @@ def _headline(algo: str|None) -> str:
     load_plugins()
     return ALGORITHMS[algo].headline   # an unknown algorithm names the plugins loaded
 
-def _sd(v: list) -> float:
-    "The standard deviation over seeds: NaN when a seed's value is NaN (a diverged run), 0 for one seed."
+def seed_std(v: list[float]) -> float:
+    "Standard deviation (ddof 1) over seeds: NaN when a seed's value is NaN (a diverged run), 0 for one seed."
     if any(math.isnan(x) for x in v): return math.nan
     return statistics.stdev(v) if len(v) > 1 else 0.0
 
@@ -252,15 +252,15 @@ def summarize_groups(groups: dict, rule: str = "last", window: int = 10, model: 
             out[label if m == models[0] else f"{label} [{m}]"] = dict(
                 group=label, model=m, headline=m == models[0], seeds=seeds, rule=rule, window=window,
                 configs=[r["config"] for r in runs], paths=[r.get("path") for r in runs], per_seed=per_seed,
-                columns={k: (statistics.fmean(v.values()), _sd(list(v.values()))) for k, v in per_seed.items()},
-                curve={r: (statistics.fmean(c[r] for c in curves), _sd([c[r] for c in curves])) for r in common})
+                columns={k: (statistics.fmean(v.values()), seed_std(list(v.values()))) for k, v in per_seed.items()},
+                curve={r: (statistics.fmean(c[r] for c in curves), seed_std([c[r] for c in curves])) for r in common})
     return out
 
 # %% ../nbs/44_compare.ipynb #c6655ab4
 def paired_test(a: dict, b: dict) -> dict:
     "Paired t-test of `a` against `b` (`{seed: accuracy}`) over their common seeds: `{n, mean, std, t, p}` (t and p None below 2 seeds)."
     seeds = sorted(set(a) & set(b)); d = [a[s] - b[s] for s in seeds]; n = len(d)
-    out = dict(n=n, seeds=seeds, mean=statistics.fmean(d) if d else None, std=_sd(d) if d else None, t=None, p=None)
+    out = dict(n=n, seeds=seeds, mean=statistics.fmean(d) if d else None, std=seed_std(d) if d else None, t=None, p=None)
     if n < 2: return out
     if out["std"] == 0: out["p"] = 1.0 if out["mean"] == 0 else None; return out   # the same change on every seed: t is undefined
     from scipy.stats import t as student_t    # scikit-learn's dependency

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['OPTIONAL_MODULES', 'PLUGIN_GROUP', 'PLUGINS', 'PLUGIN_FAILURES', 'ALGORITHMS', 'DATASETS', 'MODELS', 'NORMS',
            'ENGINES', 'COMMANDS', 'PRESETS', 'PRESET_DOCS', 'Message', 'FednbsError', 'check', 'load_plugins',
-           'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec', 'load_plugin', 'plugins_for',
-           'entry_point_plugins', 'load_entry_points', 'unload_plugin', 'terminal_width', 'derive_seed',
+           'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec', 'raised_where', 'load_plugin',
+           'plugins_for', 'entry_point_plugins', 'load_entry_points', 'unload_plugin', 'terminal_width', 'derive_seed',
            'seed_everything', 'random_state', 'set_random_state', 'pack', 'unpack', 'message_nbytes', 'tree_map',
            'tree_clone', 'all_finite', 'get_device']
 
@@ -116,11 +116,16 @@ def plugin_spec(spec: str) -> str:
     spec = str(spec).strip()
     return str(Path(spec).expanduser().resolve()) if _is_file(spec) else spec
 
+def raised_where(e: BaseException, files_only: bool = True) -> str|None:
+    "Where `e` was raised: its innermost frame (of a real file, when `files_only`: not Python's `<frozen ...>`), as `plugin.py, line 7`; None without one."
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not (files_only and f.filename.startswith("<"))]
+    return f"{Path(frames[-1].filename).name}, line {frames[-1].lineno}" if frames else None
+
 def _why(e: BaseException) -> str:
-    "`Type: message` of the exception `e` and the file and line it came from (the innermost frame of a real file)."
+    "`Type: message` of the exception `e` and the file and line it came from (`raised_where`)."
     text = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}" if str(e).strip() else type(e).__name__
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")]
-    return text + (f" at {Path(frames[-1].filename).name}, line {frames[-1].lineno}" if frames and not isinstance(e, SyntaxError) else "")
+    where = None if isinstance(e, SyntaxError) else raised_where(e)   # a SyntaxError's message names its line
+    return text + (f" at {where}" if where else "")
 
 def _failed(spec: str, e: Exception) -> FednbsError:
     "The one-line error of a plugin whose import raised `e`."

@@ -89,9 +89,7 @@ def update_client(algo: Algorithm, seed: int, rnd: int, cid: str, state: dict, m
 
 def raised_at(e: BaseException) -> str|None:
     "Where `e` was raised: the innermost frame's file name and line, e.g. `plugin.py, line 7` (None without a traceback)."
-    if getattr(e, "raised_at", None): return e.raised_at
-    tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ is not None else None
-    return f"{Path(tb[-1].filename).name}, line {tb[-1].lineno}" if tb else None
+    return getattr(e, "raised_at", None) or raised_where(e, files_only=False)   # a notebook cell's frame too
 
 def failure_text(e: BaseException) -> str:
     "`Type: message`, and where it was raised for an error that is not a `NonFiniteLoss` or `FednbsError` (those say what went wrong)."

@@ -4,16 +4,16 @@
 
 # %% auto #0
 __all__ = ['SELECT', 'MAX_POINTS', 'parse_grid', 'grid_points', 'point_label', 'sweep_commands', 'val_score', 'select_point',
-           'seed_std', 'diverged_points', 'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser',
+           'diverged_points', 'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser',
            'check_sweep_runs', 'run_state', 'read_sweep_record', 'sweep_scores', 'sweep_command']
 
 # %% ../nbs/45_sweep.ipynb #74c81bcd
 import itertools, json, math, shlex, statistics, subprocess, sys, textwrap, time
 from pathlib import Path
 from .core import *
-from .experiment import RunConfig, REPORTS, accuracy_series, read_metrics, atomic_write, resolve, fingerprint
+from .experiment import RunConfig, REPORTS, accuracy_series, read_metrics, atomic_write, resolve, fingerprint, nan_last
 from .reproduce import run_commands, command_text
-from .compare import find_runs, group_runs, summarize_groups, compare_text, write_compare, _headline, _read_json
+from .compare import find_runs, group_runs, summarize_groups, compare_text, write_compare, _headline, _read_json, seed_std
 
 # %% ../nbs/45_sweep.ipynb #6ce4be2c
 def parse_grid(specs: list[str]) -> dict[str, list[str]]:
@@ -60,13 +60,8 @@ def select_point(scores: dict) -> str:
     "The label with the highest mean score (`scores`: `{label: [score per seed]}`); ties go to the first, a NaN mean (a diverged seed) ranks last."
     def rank(k):
         m = statistics.fmean(scores[k])
-        return (-math.inf if math.isnan(m) else round(m, 10), -list(scores).index(k))   # equal to 10 decimals: a tie
+        return (nan_last(m if math.isnan(m) else round(m, 10)), -list(scores).index(k))   # equal to 10 decimals: a tie
     return max(scores, key=rank)
-
-def seed_std(v: list[float]) -> float:
-    "Standard deviation (ddof 1) of the per-seed scores `v`: 0 for one seed, NaN when a seed's score is NaN."
-    if any(math.isnan(x) for x in v): return math.nan
-    return statistics.stdev(v) if len(v) > 1 else 0.0
 
 def diverged_points(scores: dict) -> list[str]:
     "The labels whose mean score is NaN: a seed's model output NaN or inf on validation (`accuracy_and_loss`)."

@@ -810,7 +810,7 @@ MUTATIONS += [
          tests=["nbs/40_experiment.ipynb"],
          what="best_val / best_mean_val / max_val can pick a round whose validation accuracy is NaN"),
     dict(name="sweep_picks_nan_point", notebook="nbs/45_sweep.ipynb",
-         find='        return (-math.inf if math.isnan(m) else round(m, 10), -list(scores).index(k))',
+         find='        return (nan_last(m if math.isnan(m) else round(m, 10)), -list(scores).index(k))',
          replace='        return (round(m, 10), -list(scores).index(k))',
          tests=["nbs/45_sweep.ipynb"],
          what="fednbs sweep can pick a grid point whose validation score is NaN (a diverged seed) as the winner"),
