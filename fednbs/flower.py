@@ -33,7 +33,8 @@ from .core import *
 from .data import ClientData, FederatedData
 from .aggregation import sample_clients
 from .algorithm import Algorithm, Task, NonFiniteLoss
-from .simulation import metric_rows, client_means, evaluate_client, threads_for, intra_op_threads
+from .simulation import (metric_rows, client_means, evaluate_client, threads_for, intra_op_threads,
+                                failure_text, failure_fix)
 
 log = logging.getLogger("fednbs")
 
@@ -154,8 +155,8 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
                 upload, stats = algo.local_update(state, message, data, rnd)
                 if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
             except Exception as e:  # the state in the context stays as it was: the update is rolled back
-                log.warning(f"round {rnd}: client {data.name} failed: {type(e).__name__}: {e}")
-                return FlowerMessage(_content(config={"error": f"{type(e).__name__}: {e}"}), reply_to=msg)
+                log.warning(f"round {rnd}: client {data.name} failed: {failure_text(e)}")
+                return FlowerMessage(_content(config={"error": failure_text(e), "fix": failure_fix(e)}), reply_to=msg)
             _write_state(ctx, state)
             return FlowerMessage(_content(message=upload, metrics=stats), reply_to=msg)
 
@@ -176,8 +177,8 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
                     out[f"eval.{split}"] = MetricRecord(evaluate_client(algo, state, message, data, rnd, split))
                     sizes[split] = len(data.split(split)[1])
             except Exception as e:
-                log.warning(f"round {rnd}: client {data.name} failed to evaluate: {type(e).__name__}: {e}")
-                return FlowerMessage(_content(config={"error": f"{type(e).__name__}: {e}"}), reply_to=msg)
+                log.warning(f"round {rnd}: client {data.name} failed to evaluate: {failure_text(e)}")
+                return FlowerMessage(_content(config={"error": failure_text(e), "fix": failure_fix(e)}), reply_to=msg)
             _write_state(ctx, state)
             out["config"] = ConfigRecord(sizes)
             return FlowerMessage(out, reply_to=msg)
@@ -242,8 +243,8 @@ def standard_train(msg: FlowerMessage, ctx: Context, side: ClientSide) -> Flower
         upload, stats = algo.local_update(state, _standard_message(algo, arrays), data, rnd)
         if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
     except Exception as e:  # the state in the context stays as it was
-        log.warning(f"round {rnd}: client {data.name} failed: {type(e).__name__}: {e}")
-        return _refusal(msg, f"fednbs: client {data.name} failed: {type(e).__name__}: {e}")
+        log.warning(f"round {rnd}: client {data.name} failed: {failure_text(e)}")
+        return _refusal(msg, f"fednbs: client {data.name} failed: {failure_text(e)}")
     _write_state(ctx, state)
     weight = float(upload["num_samples"]) if "num_samples" in upload else float(data.n_train)
     return FlowerMessage(RecordDict({"arrays": message_to_record(unpack(upload, "model")),
@@ -261,8 +262,8 @@ def standard_evaluate(msg: FlowerMessage, ctx: Context, side: ClientSide) -> Flo
         seed_everything(derive_seed(algo.task.seed, rnd, data.name, "eval"))
         metrics = evaluate_client(algo, state, _standard_message(algo, arrays), data, rnd, split)
     except Exception as e:
-        log.warning(f"round {rnd}: client {data.name} failed to evaluate: {type(e).__name__}: {e}")
-        return _refusal(msg, f"fednbs: client {data.name} failed to evaluate: {type(e).__name__}: {e}")
+        log.warning(f"round {rnd}: client {data.name} failed to evaluate: {failure_text(e)}")
+        return _refusal(msg, f"fednbs: client {data.name} failed to evaluate: {failure_text(e)}")
     _write_state(ctx, state)
     return FlowerMessage(RecordDict({"metrics": MetricRecord({**metrics, "num-examples": len(data.split(split)[1])})}), reply_to=msg)
 
@@ -377,7 +378,7 @@ def _train_round(self, rnd: int) -> list[dict]:
         message = self.algo.broadcast(self.server, cid, rnd); down += message_nbytes(message)
         items[cid] = (self.nodes[cid], _content(message=message, config={"round": rnd}))
     replies = self._send("train", items, self.round_timeout)
-    rows, uploads, up = [], {}, 0
+    rows, uploads, up, failed = [], {}, 0, []
     for cid in sampled:
         status, why = _outcome(replies.get(cid)) if cid in items else ("absent", "not connected")
         if status == "ok":
@@ -387,10 +388,14 @@ def _train_round(self, rnd: int) -> list[dict]:
         if status == "failed":
             if self.fail_fast: raise FednbsError(f"round {rnd}: client {cid} failed: {why}")
             log.warning(f"round {rnd}: client {cid} left out of aggregation: {why}")
+            failed.append((cid, why, replies[cid].content.config_records["config"].get("fix") if cid in replies and not replies[cid].has_error() else None))
             rows += metric_rows(rnd, cid, "train", {"failed": 1.0})
         else:
             self._lost(cid, status, why, rnd)
             rows += metric_rows(rnd, cid, "train", {"failed": 1.0, "missing": 1.0})
+    if failed and not uploads:   # as the in-process engine: the clients' own errors, not missing nodes
+        cid, why, fix = failed[0]
+        raise FednbsError(f"round {rnd}: every client failed ({cid}: {why}); nothing was aggregated: {fix or 'fix the cause it names'}")
     need = min(self.min_clients, len(sampled))
     check(len(uploads) >= need, f"round {rnd}: only {len(uploads)} of the {len(sampled)} clients drawn returned an update "
           f"({', '.join(uploads) or 'none'}), fewer than min-clients={self.min_clients}",
