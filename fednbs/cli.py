@@ -404,3 +404,7 @@ def interrupted_advice(argv: list[str]) -> str:
     if command == "run":
         return "rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)"
     return f"run the same fednbs {command} command again: what finished is kept and the unfinished runs resume"
+
+# %% ../nbs/42_cli.ipynb #d47c9844
+if __name__ == "__main__" and __package__ == "fednbs":   # python -m fednbs.cli (a notebook's __package__ is None)
+    sys.exit(main())

@@ -9,18 +9,23 @@ __all__ = ['RUN_SETTINGS', 'NOTED_SETTINGS', 'COLUMN_NAMES', 'read_run', 'find_r
            'write_compare', 'add_compare_parser', 'compare_groups', 'compare_command']
 
 # %% ../nbs/44_compare.ipynb #360c4913
-import io, csv, inspect, json, math, statistics, textwrap
+import io, os, csv, inspect, json, math, statistics, textwrap
 from pathlib import Path
 from .core import *
 from .data import HELDOUT
 from .experiment import (RunConfig, REPORTS, DEFAULTS, fingerprint, is_run_dir, read_metrics, select_report, accuracy_series,
-                               load_plugins, atomic_write, report_text, client_std)
+                               load_plugins, atomic_write, report_text, client_std, domain_columns, DOMAIN)
 
 # %% ../nbs/44_compare.ipynb #8fb9939b
 def _run_folders(path: Path) -> list[Path]:
-    "`path` itself when it is a run folder, else every run folder below it."
+    "`path` itself when it is a run folder, else every run folder below it (through links to folders too)."
     if is_run_dir(path) and (path / "config.json").exists(): return [path]
-    return sorted(p.parent for p in path.rglob("config.json") if is_run_dir(p.parent))
+    found, seen = [], set()
+    for d, dirs, files in os.walk(path, followlinks=True):   # a linked run folder counts; each real folder once
+        if os.path.realpath(d) in seen: dirs[:] = []; continue
+        seen.add(os.path.realpath(d))
+        if "config.json" in files and is_run_dir(Path(d)): found.append(Path(d))
+    return sorted(found)
 
 def _read_json(path: Path) -> dict:
     "The JSON object in the file `path`; a missing, unreadable or damaged file is one `FednbsError`."
@@ -125,7 +130,7 @@ def group_runs(runs: list[dict]) -> dict:
     if "algo" in keys: keys.remove("algo"); keys.insert(0, "algo")
     out = {}
     for s, members in zip(settings, groups.values()):
-        label = ", ".join(f"{k}={s.get(k)}" for k in keys) or str(s.get("algo"))
+        label = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None) or str(s.get("algo"))   # a setting its algorithm lacks: left out
         seeds = [m["config"]["seed"] for m in members]
         check(len(set(seeds)) == len(seeds), f"group '{label}' holds two runs with seed {max(seeds, key=seeds.count)} "
               f"({', '.join(str(m['path']) for m in members if m['config']['seed'] == max(seeds, key=seeds.count))})",
@@ -187,7 +192,7 @@ def _heldout_value(pts: dict, rule: str, window: int, picked: int|None) -> float
     return pts[picked] if rule == "best_mean_val" and picked in pts else pts[last]
 
 def _run_columns(run: dict, rule: str, window: int, head: str, sizes: dict|None) -> dict:
-    "`{model: {column: accuracy}}` of one run: clients, mean, pooled, client_std and `heldout:<domain>` columns."
+    "`{model: {column: accuracy}}` of one run: clients, mean, pooled, client_std, `domain:<d>` and domain_std (`domain_columns`), `heldout:<domain>`."
     rows, path = run["rows"], run.get("path")   # path None: accuracy rows kept without their run folder
     clients = sorted({r["client"] for r in rows if r["client"] not in ("mean", "weighted") and not r["client"].startswith(HELDOUT)})
     n = sizes
@@ -198,7 +203,7 @@ def _run_columns(run: dict, rule: str, window: int, head: str, sizes: dict|None)
     sel, out = select_report(rows, rule, clients, head, window, n), {}
     for m, s in sel.items():
         pc = s["per_client"]
-        out[m] = {**pc, "mean": s["mean"], "pooled": s["weighted"], "client_std": client_std(pc)}
+        out[m] = {**pc, "mean": s["mean"], "pooled": s["weighted"], "client_std": client_std(pc), **domain_columns(pc)}
     picked = next(iter(sel.get(head, next(iter(sel.values()), {})).get("rounds", {}).values()), None)
     for m, per in accuracy_series(rows, "test", heldout=True).items():
         for dom, pts in per.items(): out.setdefault(m, {})[dom] = _heldout_value(pts, rule, window, picked)
@@ -302,14 +307,17 @@ def seed_warning(agg: dict) -> str|None:
     return "warning: the groups have different numbers of seeds (" + ", ".join(f"{g}: {n}" for g, n in counts.items()) + ")"
 
 def _columns(agg: dict, columns: list|None = None) -> list[str]:
-    "The table's columns: `columns` (checked), else clients, mean, pooled, client_std, then held-out domains."
+    "The table's columns: `columns` (checked), else clients (or domains), mean, pooled, client_std (or domain_std), then held-out domains."
     every = list(dict.fromkeys(c for r in agg.values() for c in r["columns"]))
     if columns:
         bad = [c for c in columns if c not in every]
         check(not bad, f"--columns: no column {', '.join(map(repr, bad))}", f"choose among {', '.join(every)}")
         return list(columns)
-    rank = lambda c: (2 if c.startswith(HELDOUT) else 1 if c in ("mean", "pooled", "client_std") else 0)
-    return sorted(every, key=lambda c: (rank(c), ["mean", "pooled", "client_std"].index(c) if rank(c) == 1 else 0))
+    if any(c.startswith(DOMAIN) for c in every):   # clients grouped by domain: the domains' columns (clients through `columns`)
+        every = [c for c in every if c.startswith((DOMAIN, HELDOUT)) or c in ("mean", "pooled", "domain_std")]
+    summary = ["mean", "pooled", "client_std", "domain_std"]
+    rank = lambda c: (2 if c.startswith(HELDOUT) else 1 if c in summary else 0)
+    return sorted(every, key=lambda c: (rank(c), summary.index(c) if rank(c) == 1 else 0))
 
 def _cell(r: dict, c: str, digits: int, scale: float = 100, pm: str = " ± ") -> str:
     "`mean ± std` over seeds, or the value alone for one seed; `-` when the row has no such column."
@@ -335,7 +343,7 @@ def _table(agg: dict, digits: int, columns: list|None, pm: str = " ± ") -> tupl
              *(_diff_cells(r, digits, pm=pm) if diff else [])] for r in agg.values()]
     return head, body
 
-COLUMN_NAMES = {"client_std": "client std"}
+COLUMN_NAMES = {"client_std": "client std", "domain_std": "domain std"}
 
 def _blocks(head: list[str], body: list[list[str]], width: int) -> list[list[int]]:
     "The table's value columns in blocks that fit `width` beside the first three (the Δ and p columns stay together)."
@@ -382,6 +390,9 @@ def _notes(agg: dict, columns: list|None = None) -> list[str]:
     out += [n for r in agg.values() if r.get("headline", True) and (n := ran_differently(r))]
     if "client_std" in _columns(agg, columns):
         out.append("client std: standard deviation (ddof=1) of the per-client accuracies of a run (fairness, as FedHEAL reports)")
+    if "domain_std" in _columns(agg, columns):
+        out.append("domain:<d>: the mean accuracy of domain d's clients; domain std: standard deviation (ddof=1) of a run's "
+                   "domain accuracies (fairness, as FedHEAL reports)")
     d = next((r["diff"] for r in agg.values() if r.get("diff")), None)
     if d: out.append(f"Δ: mean ± std over paired seeds of (row - {d['against']}); p: two-sided paired t-test over those seeds (n)")
     return out + [w for w in [seed_warning(agg)] if w]

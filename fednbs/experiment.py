@@ -4,14 +4,14 @@
 
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RUN_FOLDERS', 'RESUME_FREE', 'METRIC_FIELDS',
-           'REPORTS', 'AVERAGES', 'BATCHED_ON_CPU', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset', 'check_device',
-           'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags', 'plugins_of_run',
-           'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write', 'is_run_dir', 'lock_run_dir',
-           'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint', 'load_checkpoint',
-           'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'nan_last', 'select_report',
-           'client_std', 'report_text', 'summarize', 'format_table', 'convergence_figure', 'plot_convergence',
-           'choose_engine', 'make_engine', 'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run',
-           'engine_ran', 'run_experiment', 'stopped_text']
+           'REPORTS', 'AVERAGES', 'DOMAIN', 'BATCHED_ON_CPU', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset',
+           'check_device', 'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags',
+           'plugins_of_run', 'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write', 'is_run_dir',
+           'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
+           'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'nan_last',
+           'select_report', 'client_std', 'domain_columns', 'report_text', 'summarize', 'format_table',
+           'convergence_figure', 'plot_convergence', 'choose_engine', 'make_engine', 'check_data_options', 'load_data',
+           'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment', 'stopped_text']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref, tokenize, zipfile
@@ -29,6 +29,7 @@ from .aggregation import SAMPLING
 from .state_store import DiskStates, MemoryStates, save_file, file_sha256, disk_error
 from .parallel import available_cores
 from .domain_skew import fairness_std
+from .protocols import domain_of, domain_accuracies, domain_std
 
 log = logging.getLogger("fednbs")
 
@@ -91,7 +92,8 @@ for _name, _doc, _settings in [
 def apply_preset(cfg: RunConfig) -> RunConfig:
     "`cfg` with the settings of its preset filled in where the user gave none."
     if cfg.preset is None: return cfg
-    check(cfg.preset in PRESETS, f"unknown preset '{cfg.preset}'", f"choose one of: {', '.join(sorted(PRESETS))}")
+    check(cfg.preset in PRESETS, f"unknown preset '{cfg.preset}'", f"choose one of: {', '.join(sorted(PRESETS))}, "
+          f"or load the plugin that registers it with --plugin ({plugins_text()})")
     kw = asdict(cfg)
     for k, v in PRESETS[cfg.preset].items():
         if k in ("data_options", "algo_params"): kw[k] = {**v, **kw[k]}
@@ -547,6 +549,20 @@ def client_std(per_client: dict) -> float|None:
     vals = [v for v in per_client.values() if v is not None]
     return fairness_std(vals) if len(vals) > 1 else None
 
+DOMAIN = "domain:"   # a domain's column: the mean accuracy of its clients (where a domain has several clients)
+
+def domain_columns(per_client: dict) -> dict:
+    """`{"domain:<d>": mean accuracy of d's clients, ..., "domain_std": FedHEAL's fairness figure}` where a domain has several
+    clients (`domain_of`: `mnist-0`, `mnist-1` are `mnist`); empty where every client is a domain of its own."""
+    if len({domain_of(c) for c in per_client}) == len(per_client): return {}
+    return {**{DOMAIN + d: a for d, a in domain_accuracies(per_client).items()}, "domain_std": domain_std(per_client)}
+
+def _domain_summary(per_client: dict) -> dict:
+    "`per_domain` (`{domain: accuracy}`) and `domain_std` of a summary: both None where every client is a domain of its own."
+    cols = domain_columns(per_client)
+    return {"per_domain": {c[len(DOMAIN):]: a for c, a in cols.items() if c.startswith(DOMAIN)} or None,
+            "domain_std": cols.get("domain_std")}
+
 def report_text(rule: str, window: int, rounds_run: int) -> str:
     "What report `rule` selects, in words; a `tail_mean` window longer than the run says that it averaged the whole run."
     if rule == "tail_mean" and window > rounds_run:
@@ -570,7 +586,8 @@ def summarize(rows: list[dict], cfg: RunConfig, algo_cls, client_names: list[str
     return {"algo": cfg.algo, "data": cfg.data, "model": cfg.model, "norm": cfg.norm, "rounds": cfg.rounds, "seed": cfg.seed,
             "engine": cfg.engine, "headline_model": head_name, "evaluated_round": last,
             "mean_accuracy": head["mean"], "weighted_accuracy": head["weighted"], "per_client": head["per_client"],
-            "client_std": client_std(head["per_client"]),   # fairness: FedHEAL's spread over clients (domains)
+            "client_std": client_std(head["per_client"]),   # fairness: the spread over clients
+            **_domain_summary(head["per_client"]),          # and over domains, where a domain has several clients
             "models": models,
             "reported": {"rule": rule, "text": text(rule), "model": head_name, **rep},
             "selections": {r: {"text": text(r), "models": v} for r, v in sels.items()},
@@ -596,6 +613,9 @@ def format_table(summary: dict,
     for c in list(summary["per_client"]) + ["mean", "weighted"]:
         vals = [v["per_client"].get(c) if c not in names else v[c] for _, v in cols]
         lines.append(f"{names.get(c, c):<16}" + "".join(f"{x:>10.4f}" if x is not None else f"{'-':>10}" for x in vals))
+    by_domain = [domain_columns(v["per_client"]) for _, v in cols]
+    for d in by_domain[0] if by_domain else ():   # clients grouped by domain: each domain's mean, and the spread over domains
+        lines.append(f"{d:<16}" + "".join(f"{x[d]:>10.4f}" if x.get(d) is not None else f"{'-':>10}" for x in by_domain))
     lines.append(note(f"columns: accuracy at the last evaluation (round {summary['evaluated_round']}, counted from 0 as in metrics.csv)"))
     if summary.get("heldout"):   # domains no client trained on: not in the mean or the pooled accuracy above
         hm = list(dict.fromkeys(m for v in summary["heldout"].values() for m in v))
@@ -604,6 +624,9 @@ def format_table(summary: dict,
         lines += [note(f"{m}: {summary.get('heldout_models', {}).get(m, '')}") for m in hm]
     if rep["rule"] != "last": lines.append(note(f"columns with *: report '{rep['rule']}' = {rep['text']}"))
     for k, v in summary.get("averages", {}).items(): lines.append(note(f"{names[k]}: {v}"))
+    if by_domain and by_domain[0]:
+        lines.append(note("domain:<d>: the mean accuracy of domain d's clients; domain_std: the standard deviation (ddof 1) "
+                          "over domains, FedHEAL's fairness figure"))
     return "\n".join(lines)
 
 # %% ../nbs/40_experiment.ipynb #4a8734f7
@@ -701,8 +724,12 @@ def load_data(cfg: RunConfig) -> FederatedData:
     carve = "val_frac" in cfg.data_options and "val_frac" not in own   # a loader without its own validation split
     options = {k: v for k, v in cfg.data_options.items() if k not in SKEW_OPTIONS and not (carve and k == "val_frac")}
     check_data_options(cfg.data, options)
-    try: data = DATASETS[cfg.data](data_dir=cfg.data_dir, seed=cfg.seed, **options)
-    except TypeError as e: raise FednbsError(f"bad --data-option for {cfg.data} ({e}); its options: {valid}") from None
+    loader = DATASETS[cfg.data]
+    _check_loader_call(cfg.data, loader, cfg.data_dir, cfg.seed, options, valid)
+    try: data = loader(data_dir=cfg.data_dir, seed=cfg.seed, **options)
+    except TypeError as e:   # raised inside the loader: its call was checked above
+        raise FednbsError(f"dataset {cfg.data} failed to load ({type(e).__name__}: {e}, raised at {raised_where(e, files_only=False)}); "
+                          f"fix the error there, or check its options ({valid})") from None
     except (tokenize.TokenError, SyntaxError, zipfile.BadZipFile, EOFError) as e:   # a damaged .npz header or archive
         raise FednbsError(f"{cfg.data}: a file of the dataset{' in ' + cfg.data_dir if cfg.data_dir else ''} is damaged ({type(e).__name__}: "
                           f"{str(e).splitlines()[0][:80] if str(e) else ''}); download or rebuild the dataset's files") from None
@@ -711,11 +738,24 @@ def load_data(cfg: RunConfig) -> FederatedData:
             raise FednbsError(f"{cfg.data}: its files are not in --data-dir {cfg.data_dir}, which looks one level too deep (the loader "
                               f"expected the folder {Path(cfg.data_dir) / inner}); pass --data-dir {Path(cfg.data_dir).parent}") from None
         raise
+    check(isinstance(data, FederatedData), f"dataset {cfg.data} returned a {type(data).__name__}, not a FederatedData",
+          "return fednbs.data.FederatedData(name, clients, num_classes) from its function")
     skew = {k: cfg.data_options.get(k, v) for k, v in SKEW_OPTIONS.items()}
     if any(k in cfg.data_options for k in SKEW_OPTIONS):
         data = feature_skew(data.validate(), skew["skew"], skew["skew_severity"], skew["skew_seed"])
     if carve: data = carve_validation(data.validate(), cfg.data_options["val_frac"], cfg.seed)
     return data.validate()
+
+def _check_loader_call(name: str, loader, data_dir, seed, options: dict, valid: str):
+    "Refuse a call of the dataset function `loader` that its parameters do not take: a function without `data_dir` or `seed`, or an option it lacks."
+    try: params = inspect.signature(loader).parameters
+    except (TypeError, ValueError): return   # no signature to read: the call itself says
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        missing = [k for k in ("data_dir", "seed") if k not in params]
+        check(not missing, f"dataset {name}'s function takes no {' or '.join(missing)}",
+              f"give it the parameters data_dir and seed: fednbs calls it as {name}(data_dir=..., seed=..., **options)")
+    try: inspect.signature(loader).bind(data_dir=data_dir, seed=seed, **options)
+    except TypeError as e: raise FednbsError(f"bad --data-option for {name} ({e}); its options: {valid}") from None
 
 def _inner_folder(data_dir: str, message: str) -> str|None:
     "The folder `data_dir/<name>` that `message` looked in, when `<name>` is `data_dir`'s own name (a --data-dir one level too deep)."

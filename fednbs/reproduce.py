@@ -130,17 +130,19 @@ def preset_report(name: str) -> tuple[str, int|None]:
     return PRESET_REPORTS[max(hits, key=len)] if hits else ("last", None)
 
 def preset_commands(name: str, # a preset name (see `fednbs reproduce`)
-                    seeds=(0, 1, 2), out: str = "runs", data_dir: str|None = None, device: str = "auto") -> list[list[str]]:
+                    seeds=(0, 1, 2), out: str = "runs", data_dir: str|None = None, device: str = "auto",
+                    plugins: list[str] = ()) -> list[list[str]]: # the --plugin of each run (a preset a plugin registers)
     "The `fednbs run` argument lists that rerun preset `name`, one per seed."
     from fednbs.experiment import load_plugins
     load_plugins()
     check(name in PRESETS, f"unknown preset '{name}'", f"choose one of: {', '.join(sorted(PRESETS))}, or a comparison table: "
-          f"{', '.join('table-' + d for d in TABLE_DATA)} (see `fednbs reproduce`)")
+          f"{', '.join('table-' + d for d in TABLE_DATA)} (see `fednbs reproduce`), or load the plugin that registers it "
+          f"with --plugin ({plugins_text()})")
     seeds = [PRESETS[name]["seed"]] if "seed" in PRESETS[name] else list(seeds)
     rule, window = preset_report(name)
     report = (["--report", rule] if rule != "last" else []) + (["--report-window", str(window)] if window else [])
     return [["run", "--preset", name, "--seed", str(s), "--device", device, "--out", f"{out}/{name}/s{s}", *report]
-            + (["--data-dir", data_dir] if data_dir else []) for s in seeds]
+            + (["--data-dir", data_dir] if data_dir else []) + [x for p in plugins for x in ("--plugin", p)] for s in seeds]
 
 def reproduce_text(width: int = 80, # wrap every line to at most this many columns
                   ) -> str:
@@ -209,7 +211,7 @@ def reproduce_command(ns) -> int:
     if ns.name.startswith("table-"):
         check(ns.name[6:] in TABLE_DATA, f"no comparison table '{ns.name}'", f"choose one of: {', '.join('table-' + d for d in TABLE_DATA)}")
         argvs = [a for _, _, a in table_commands(ns.name[6:], seeds, ns.rounds, f"{ns.out}/table", ns.data_dir, ns.device)]
-    else: argvs = preset_commands(ns.name, seeds, ns.out, ns.data_dir, ns.device)
+    else: argvs = preset_commands(ns.name, seeds, ns.out, ns.data_dir, ns.device, getattr(ns, "plugin", None) or [])
     table = compare_argv(argvs)
     if not ns.run:
         print("\n".join(command_text(a, width=80) for a in argvs + [table])); return 0
