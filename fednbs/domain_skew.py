@@ -9,6 +9,7 @@ __all__ = ['connected_components', 'first_neighbour_partition', 'cluster_means',
            'FedHEAL', 'FPLHEAL', 'fairness_std', 'BasicBlock', 'ResNet10']
 
 # %% ../nbs/15_domain_skew.ipynb #4fac3031
+import math
 from typing import Mapping
 import torch
 import torch.nn.functional as F
@@ -118,10 +119,13 @@ class FPL(FedAvg):
     name = "fpl"
     proto_tau: float = 0.02  # FPL: temperature τ of the cluster-prototype InfoNCE (authors' infoNCET)
     uploads = {**FedAvg.uploads, "proto": "the class means of the client's embeddings and which classes it holds"}
+    hparam_ranges = {"proto_tau": (None, None)}  # τ in (0, inf), open at 0: ranges here are closed, so __init__ checks it
 
     def __init__(self, **hp):
         super().__init__(**hp)
-        check(self.proto_tau > 0, f"proto_tau must be positive (got {self.proto_tau})", "pass --proto-tau 0.02 or another value > 0")
+        t = self.proto_tau
+        check(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf,
+              f"--proto-tau must be in (0, inf) for {self.name} (got {t!r})", "pass a value in (0, inf), e.g. the default 0.02")
 
     def embedding_dim(self) -> int:
         h = last_layer_split(self.work())[1]
