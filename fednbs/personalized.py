@@ -391,14 +391,18 @@ class FedRep(KeepLocal):
         state["local"] = clone_state(local)
         return self.model_message("model", shared, data), metrics
 
+    def final_head(self, state, message, data, rnd: int) -> nn.Module:
+        "The working model: the received body and this client's head fitted alone for `final_epochs()` (the state is not changed)."
+        model = self.load(state, message)
+        with torch.random.fork_rng(devices=[self.task.device] if "cuda" in str(self.task.device) else []):
+            torch.manual_seed(derive_seed(self.task.seed, rnd, data.name, "final_head"))
+            self.fit_part(model, data, rnd, part_names(model, "last"), self.final_epochs())
+        return model
+
     def evaluate(self, state, message, data, rnd, split="test"):
         x = data.split(split)[0]
-        model = self.load(state, message)
-        out = {"personal": self.predict(model, x, rnd)}
+        out = {"personal": self.predict(self.load(state, message), x, rnd)}
         if self.final_head_epochs and rnd == self.task.rounds - 1:   # the authors' final round, for every client
-            with torch.random.fork_rng(devices=[self.task.device] if "cuda" in str(self.task.device) else []):
-                torch.manual_seed(derive_seed(self.task.seed, rnd, data.name, "final_head"))
-                self.fit_part(model, data, rnd, part_names(model, "last"), self.final_epochs())
-            out["final"] = self.predict(model, x, rnd)
+            out["final"] = self.predict(self.final_head(state, message, data, rnd), x, rnd)
         return out
 
