@@ -338,8 +338,9 @@ class FedRep(KeepLocal):
     heldout_models = {}   # each head exists only on its client: nothing to apply to a domain no client trained on
     head_epochs: int = 1  # FedRep: epochs fitting the head with the body frozen, each round (paper: 10)
     body_epochs: int = 1  # FedRep: epochs fitting the body with the head frozen, each round (paper: 1 to 5)
-    final_head_epochs: int = 10  # FedRep: the last round fits only the head, for max(this, head epochs) epochs; 0: an ordinary last round
+    final_head_epochs: int = 10  # FedRep: at the last evaluation every client fits a copy of its head for max(this, head epochs) epochs, reported as model 'final'; 0: none
     local_bn: bool = False  # FedRep: keep BatchNorm local too (FedRep + FedBN); default shared, as the authors' code
+    bias_decay: bool = False  # FedRep: weight decay on biases too; default weights only, as the authors' optimiser
     ignores = {"local_epochs": "FedRep's epochs per round are --head-epochs and --body-epochs"}
 
     def __init__(self, **hp):
@@ -350,6 +351,7 @@ class FedRep(KeepLocal):
                   f"pass --{k.replace('_', '-')} 1 or another count")
         check(self.head_epochs + self.body_epochs > 0, "head_epochs and body_epochs are both 0: FedRep would not train",
               "pass --head-epochs 1 --body-epochs 1 (or the paper's 10 and 1)")
+        self.eval_models = ("personal", "final") if self.final_head_epochs else ("personal",)
 
     def local_names(self) -> set[str]:
         if "local_names" not in self._work:
@@ -357,28 +359,50 @@ class FedRep(KeepLocal):
             if self.local_bn: names |= part_names(self.work(), "bn")
         return self._work["local_names"]
 
-    def phase_epochs(self, rnd: int) -> tuple[int, int]:
-        "`(head epochs, body epochs)` of round `rnd`: the last round fits only the head (unless `final_head_epochs` is 0)."
-        if rnd == self.task.rounds - 1 and self.final_head_epochs: return max(self.final_head_epochs, self.head_epochs), 0
-        return self.head_epochs, self.body_epochs
+    def final_epochs(self) -> int:
+        "Epochs of the final head fit: $\\max$(`final_head_epochs`, `head_epochs`), the authors' $\\max(10, \\tau - \\tau_\\phi)$; 0: none."
+        return max(self.final_head_epochs, self.head_epochs) if self.final_head_epochs else 0
+
+    def optimizer(self, model: nn.Module, params: list, rnd: int) -> torch.optim.Optimizer|None:
+        "SGD over `params` with no weight decay on biases (None when nothing differs from `train_local`'s own SGD)."
+        if self.bias_decay or not self.task.weight_decay: return None   # the plain SGD, which the batched engine stacks
+        biases = {id(m.bias) for m in model.modules() if isinstance(getattr(m, "bias", None), nn.Parameter)}
+        groups = [{"params": [p for p in params if id(p) not in biases]},
+                  {"params": [p for p in params if id(p) in biases], "weight_decay": 0.0}]
+        return self.make_optimizer([g for g in groups if g["params"]], rnd)
 
     def fit_part(self, model: nn.Module, data, rnd: int, names: set[str], epochs: int) -> float:
         "`epochs` of SGD on the parameters in `names` alone (a fresh optimiser); every other parameter is frozen and untouched."
         params = [p for n, p in model.named_parameters() if n in names]
         others = [p for n, p in model.named_parameters() if n not in names]
         for p in others: p.requires_grad_(False)
-        try: return self.train_local(model, data, rnd, params=params, epochs=epochs)
+        try: return self.train_local(model, data, rnd, params=params, epochs=epochs, opt=self.optimizer(model, params, rnd))
         finally:
             for p in others: p.requires_grad_(True)
 
     def local_update(self, state, message, data, rnd):
         model = self.load(state, message)
         head = part_names(model, "last"); body = {n for n, _ in model.named_parameters()} - head
-        head_epochs, body_epochs = self.phase_epochs(rnd)
         metrics = {}
-        if head_epochs: metrics["loss_head"] = self.fit_part(model, data, rnd, head, head_epochs)
-        if body_epochs: metrics["loss_body"] = self.fit_part(model, data, rnd, body, body_epochs)
+        if self.head_epochs: metrics["loss_head"] = self.fit_part(model, data, rnd, head, self.head_epochs)
+        if self.body_epochs: metrics["loss_body"] = self.fit_part(model, data, rnd, body, self.body_epochs)
         metrics["loss"] = metrics.get("loss_body", metrics.get("loss_head"))
         shared, local = split_state(model.state_dict(), self.local_names())
         state["local"] = clone_state(local)
         return self.model_message("model", shared, data), metrics
+
+    def final_head(self, state, message, data, rnd: int) -> nn.Module:
+        "The working model: the received body and this client's head fitted alone for `final_epochs()` (the state is not changed)."
+        model = self.load(state, message)
+        with torch.random.fork_rng(devices=[self.task.device] if "cuda" in str(self.task.device) else []):
+            torch.manual_seed(derive_seed(self.task.seed, rnd, data.name, "final_head"))
+            self.fit_part(model, data, rnd, part_names(model, "last"), self.final_epochs())
+        return model
+
+    def evaluate(self, state, message, data, rnd, split="test"):
+        x = data.split(split)[0]
+        out = {"personal": self.predict(self.load(state, message), x, rnd)}
+        if self.final_head_epochs and rnd == self.task.rounds - 1:   # the authors' final round, for every client
+            out["final"] = self.predict(self.final_head(state, message, data, rnd), x, rnd)
+        return out
+

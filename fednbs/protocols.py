@@ -155,7 +155,7 @@ BASELINE_PRESETS = HUANG_PRESETS + [
                        "Table 1; pooled accuracy, mean of the last 10 rounds)",
      dict(algo="fedrep", data="cifar10", model="cnn_fedrep", rounds=100, batch_size=10,
           lr=0.01, momentum=0.5, weight_decay=1e-4, lr_decay=1.0, sampling="fraction",
-          fraction=0.1, weighting="samples", report="tail_mean", report_window=10,
+          fraction=0.1, weighting="uniform", report="tail_mean", report_window=10,
           algo_params={"head_epochs": 10, "body_epochs": 1, "final_head_epochs": 0},
           data_options={"num_clients": 100, "partition": "labeluni",
                         "classes_per_client": 2, "budget": 500})),
