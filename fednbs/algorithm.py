@@ -149,8 +149,9 @@ def _mixin_comments(klass) -> dict[str, str]:
 def _typed(owner: str, name: str, typ: type, value):
     "`value` as a default of hyper-parameter `name` of type `typ` (an int given for a float becomes a float)."
     if typ is float and isinstance(value, int) and not isinstance(value, bool): value = float(value)
+    a = "an" if typ.__name__[0] in "aeiou" else "a"
     check(isinstance(value, typ) and (typ is bool or not isinstance(value, bool)),
-          f"{owner}.{name}: the default {value!r} is not a {typ.__name__}", f"give {name} a {typ.__name__} default, or annotate it with the default's type")
+          f"{owner}.{name}: the default {value!r} is not {a} {typ.__name__}", f"give {name} {a} {typ.__name__} default, or annotate it with the default's type")
     return value
 
 def _own_hparams(klass, notes: dict|None = None) -> dict[str, HParam]:
