@@ -73,7 +73,14 @@ class Registry:
     def __init__(self, kind: str): self.kind, self.items, self.docs, self.earlier = kind, {}, {}, {}
     def register(self, name: str, doc: str|None = None):
         "Decorator that files the decorated factory under `name` (the one it replaces is kept, see `__getitem__`)."
+        if not isinstance(name, str):   # `@ALGORITHMS.register` without its call would file nothing and return None
+            said, made = getattr(name, "name", None), getattr(name, "__name__", None)
+            what = f"the {'class' if inspect.isclass(name) else 'function'} {made}" if made else repr(name)
+            raise FednbsError(f"{self.kind.upper()}S.register needs a name, not {what}; "
+                              f'write @{self.kind.upper()}S.register("{said if isinstance(said, str) else (made or "name").lower()}")')
         def _reg(f):
+            if inspect.isclass(f) and isinstance(getattr(f, "name", None), str) and "name" not in f.__dict__:
+                f.name = name   # a subclass that inherits its parent's `name` is known by the name it is registered under
             if name in self.items: self.earlier.setdefault(name, []).append((self.items[name], self.docs[name]))
             self.items[name] = f
             self.docs[name] = doc or (f.__doc__ or "").strip().split("\n")[0]
