@@ -157,7 +157,12 @@ def _typed(owner: str, name: str, typ: type, value):
 def _own_hparams(klass, notes: dict|None = None) -> dict[str, HParam]:
     "The hyper-parameters `klass` itself declares: its `hparams` dict, then its attributes annotated with bool, int, float or str."
     own, notes = {}, notes or {}
-    for k, (d, h) in (klass.__dict__.get("hparams") or {}).items(): own[k] = HParam(d, h, str if d is None else type(d))
+    for k, v in (klass.__dict__.get("hparams") or {}).items():   # the untyped form: the type is the default's
+        check(isinstance(v, tuple) and len(v) == 2, f"{klass.__name__}.hparams['{k}'] is {v!r}", f'write "{k}": (default, "help")')
+        d, h = v
+        check(type(d) in HPARAM_TYPES, f"{klass.__name__}.{k}: the default {d!r} " + ("gives no type" if d is None else f"is a {type(d).__name__}"),
+              f"give {k} a bool, int, float or str default: the command line parses --{k.replace('_', '-')} by its type")
+        own[k] = HParam(d, h, type(d))
     for k, typ in klass.__dict__.get("__annotations__", {}).items():
         if typ not in HPARAM_TYPES or k in _BASE_ATTRS: continue   # tuple, `str|None`, ClassVar[...]: a class setting
         check(k in klass.__dict__, f"{klass.__name__}.{k}: a hyper-parameter needs a default", f"write e.g. `{k}: {typ.__name__} = ...`")

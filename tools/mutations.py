@@ -859,4 +859,9 @@ MUTATIONS += [
          replace="        if False:   # `@ALGORITHMS.register` without",
          tests=["nbs/00_core.ipynb"],
          what="@ALGORITHMS.register without its name registers nothing, silently"),
+    dict(name="untyped_hparam_any_default", notebook="nbs/10_algorithm.ipynb",
+         find="        check(type(d) in HPARAM_TYPES,",
+         replace="        check(True,",
+         tests=["nbs/10_algorithm.ipynb"],
+         what="the untyped hparams dict takes a list or None default, which the command line then parses as text"),
 ]
