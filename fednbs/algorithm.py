@@ -9,6 +9,7 @@ __all__ = ['TASK_DEFAULTS', 'HPARAM_TYPES', 'HOOKS', 'LOCAL_STEP', 'EVAL_CHUNK',
 # %% ../nbs/10_algorithm.ipynb #1daa2b4f
 import ast, inspect, io, linecache, math, re, sys, textwrap, tokenize
 from dataclasses import dataclass, field, asdict
+from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 import torch
 import torch.nn.functional as F
@@ -155,20 +156,37 @@ def _typed(owner: str, name: str, typ: type, value):
           f"{owner}.{name}: the default {value!r} is not {a} {typ.__name__}", f"give {name} {a} {typ.__name__} default, or annotate it with the default's type")
     return value
 
+def _declared_at(klass, name: str) -> str|None:
+    "Where `klass`'s source declares `name` (`name: ...`, `name = ...` or `\"name\": ...`), as `plugin.py, line 7`; None without source."
+    try:
+        lines, start = inspect.getsourcelines(klass)
+        i = next(i for i, l in enumerate(lines) if re.match(rf"""\s+({name}\s*[:=]|.*['"]{name}['"]\s*:)""", l))
+        return f"{Path(inspect.getsourcefile(klass)).name}, line {start + i}"
+    except Exception: return None                                   # a class typed at a prompt, or made by `type()`
+
 def _own_hparams(klass, notes: dict|None = None) -> dict[str, HParam]:
     "The hyper-parameters `klass` itself declares: its `hparams` dict, then its attributes annotated with bool, int, float or str."
     own, notes = {}, notes or {}
     for k, v in (klass.__dict__.get("hparams") or {}).items():   # the untyped form: the type is the default's
-        check(isinstance(v, tuple) and len(v) == 2, f"{klass.__name__}.hparams['{k}'] is {v!r}", f'write "{k}": (default, "help")')
-        d, h = v
-        check(type(d) in HPARAM_TYPES, f"{klass.__name__}.{k}: the default {d!r} " + ("gives no type" if d is None else f"is a {type(d).__name__}"),
-              f"give {k} a bool, int, float or str default: the command line parses --{k.replace('_', '-')} by its type")
+        with _blamed(klass, k):
+            check(isinstance(v, tuple) and len(v) == 2, f"{klass.__name__}.hparams['{k}'] is {v!r}", f'write "{k}": (default, "help")')
+            d, h = v
+            check(type(d) in HPARAM_TYPES, f"{klass.__name__}.{k}: the default {d!r} " + ("gives no type" if d is None else f"is a {type(d).__name__}"),
+                  f"give {k} a bool, int, float or str default: the command line parses --{k.replace('_', '-')} by its type")
         own[k] = HParam(d, h, type(d))
     for k, typ in klass.__dict__.get("__annotations__", {}).items():
         if typ not in HPARAM_TYPES or k in _BASE_ATTRS: continue   # tuple, `str|None`, ClassVar[...]: a class setting
-        check(k in klass.__dict__, f"{klass.__name__}.{k}: a hyper-parameter needs a default", f"write e.g. `{k}: {typ.__name__} = ...`")
-        own[k] = HParam(_typed(klass.__name__, k, typ, klass.__dict__[k]), notes.get(k, ""), typ)
+        with _blamed(klass, k):
+            check(k in klass.__dict__, f"{klass.__name__}.{k}: a hyper-parameter needs a default", f"write e.g. `{k}: {typ.__name__} = ...`")
+            own[k] = HParam(_typed(klass.__name__, k, typ, klass.__dict__[k]), notes.get(k, ""), typ)
     return own
+
+class _blamed:
+    "Context in which a `FednbsError` about `klass`'s declaration of `name` names that line (its `raised_at`)."
+    def __init__(self, klass, name: str): self.klass, self.name = klass, name
+    def __enter__(self): return self
+    def __exit__(self, typ, e, tb):
+        if isinstance(e, FednbsError) and not getattr(e, "raised_at", None): e.raised_at = _declared_at(self.klass, self.name)
 
 def _merged_hparams(cls) -> dict[str, HParam]:
     "Declarations along the class hierarchy, base first: a subclass adds names, redeclares them, or reassigns a default (`mu = 0.1`)."
@@ -177,7 +195,7 @@ def _merged_hparams(cls) -> dict[str, HParam]:
         own = klass.__dict__.get("_own_hparams") if "_own_hparams" in klass.__dict__ else _own_hparams(klass, _mixin_comments(klass))
         for k, s in out.items():                                     # a plain assignment keeps the help and the type
             if k in klass.__dict__ and k not in own and not isinstance(klass.__dict__[k], (property, Callable)):
-                out[k] = s._replace(default=_typed(klass.__name__, k, s.type, klass.__dict__[k]))
+                with _blamed(klass, k): out[k] = s._replace(default=_typed(klass.__name__, k, s.type, klass.__dict__[k]))
         for k, s in own.items(): out[k] = s._replace(help=s.help or out.get(k, HParam(None)).help)
     return out
 
@@ -202,8 +220,10 @@ def _check_hooks(cls):
         lacks += [k for k in keywords if k not in {p.name for p in have} and not any(p.kind == P.VAR_KEYWORD for p in have)]
         extra = [p.name for p in have[len(want):] if p.default is p.empty and p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)]
         what = f"lacks {', '.join(lacks)}" if lacks else f"needs {', '.join(extra) or 'other arguments'}, which its callers never pass"
-        raise FednbsError(f"{cls.__name__}.{hook}{_plain_signature(own)} {what}; "
-                          f"write def {hook}{_plain_signature(base)}, the signature of the contract (fednbs.algorithm)")
+        e = FednbsError(f"{cls.__name__}.{hook}{_plain_signature(own)} {what}; "
+                        f"write def {hook}{_plain_signature(base)}, the signature of the contract (fednbs.algorithm)")
+        e.raised_at = f"{Path(own.__code__.co_filename).name}, line {own.__code__.co_firstlineno}"   # the def, not the class statement
+        raise e
 
 def _signed_init(cls):
     "An `__init__` for `cls` whose signature shows its hyper-parameters; it runs `cls`'s own `__init__(**hp)` if it has one."

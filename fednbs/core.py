@@ -131,7 +131,8 @@ def _in_fednbs(filename: str) -> bool:
 def raised_where(e: BaseException, files_only: bool = True, # only frames of real files (not Python's `<frozen ...>`)
                  plugin: str|None = None, # a plugin's spec: its own file's innermost frame, else the innermost outside fednbs
                 ) -> str|None:
-    "Where `e` was raised, as `plugin.py, line 7`: its innermost frame (the plugin's own, given a `plugin`); None without one."
+    "Where `e` was raised, as `plugin.py, line 7`: its `raised_at` if set, else its innermost frame (the plugin's own, given a `plugin`)."
+    if getattr(e, "raised_at", None): return e.raised_at   # a check that knows the user's line better (a declaration's, say)
     frames = [f for f in traceback.extract_tb(e.__traceback__) if not (files_only and f.filename.startswith("<"))]
     if plugin is not None:   # a check of the library that refused the plugin's code names the plugin's line, not its own
         own = [f for f in frames if _is_file(plugin) and os.path.realpath(f.filename) == os.path.realpath(plugin)]

@@ -874,4 +874,9 @@ MUTATIONS += [
          replace="    try: pass",
          tests=["nbs/04_models.ipynb"],
          what="a model factory without the norm keyword fails with a raw TypeError traceback from build_model"),
+    dict(name="hparam_error_at_class_line", notebook="nbs/10_algorithm.ipynb",
+         find="e.raised_at = _declared_at(self.klass, self.name)",
+         replace="pass",
+         tests=["nbs/10_algorithm.ipynb"],
+         what="a bad hyper-parameter default is reported at the class statement, not at the line that declares it"),
 ]
