@@ -210,8 +210,9 @@ def _check_hooks(cls):
     "Refuse a hook that `cls` overrides with a signature the callers of `Algorithm`'s cannot call (e.g. `local_update` without `rnd`)."
     P = inspect.Parameter
     for hook, keywords in HOOKS.items():
-        own, base = cls.__dict__.get(hook), getattr(Algorithm, hook, None)
-        if not inspect.isfunction(own) or not inspect.isfunction(base): continue   # not overridden, or the base hook not attached yet
+        own = next((k.__dict__[hook] for k in cls.__mro__ if hook in k.__dict__), None)   # its own, a parent's or a mixin's
+        base = getattr(Algorithm, hook, None)
+        if own is base or not inspect.isfunction(own) or not inspect.isfunction(base): continue   # the base's, or not attached yet
         want = [p.name for p in inspect.signature(base).parameters.values() if p.default is p.empty and p.kind == P.POSITIONAL_OR_KEYWORD]
         try: inspect.signature(own).bind(*want, **{k: None for k in keywords}); continue
         except TypeError: pass
@@ -222,7 +223,8 @@ def _check_hooks(cls):
         what = f"lacks {', '.join(lacks)}" if lacks else f"needs {', '.join(extra) or 'other arguments'}, which its callers never pass"
         e = FednbsError(f"{cls.__name__}.{hook}{_plain_signature(own)} {what}; "
                         f"write def {hook}{_plain_signature(base)}, the signature of the contract (fednbs.algorithm)")
-        e.raised_at = f"{Path(own.__code__.co_filename).name}, line {own.__code__.co_firstlineno}"   # the def, not the class statement
+        code = inspect.unwrap(own).__code__
+        e.raised_at = f"{Path(code.co_filename).name}, line {code.co_firstlineno}"   # the def, not the class statement
         raise e
 
 def _signed_init(cls):
