@@ -73,7 +73,14 @@ class Registry:
     def __init__(self, kind: str): self.kind, self.items, self.docs, self.earlier = kind, {}, {}, {}
     def register(self, name: str, doc: str|None = None):
         "Decorator that files the decorated factory under `name` (the one it replaces is kept, see `__getitem__`)."
+        if not isinstance(name, str):   # `@ALGORITHMS.register` without its call would file nothing and return None
+            said, made = getattr(name, "name", None), getattr(name, "__name__", None)
+            what = f"the {'class' if inspect.isclass(name) else 'function'} {made}" if made else repr(name)
+            raise FednbsError(f"{self.kind.upper()}S.register needs a name, not {what}; "
+                              f'write @{self.kind.upper()}S.register("{said if isinstance(said, str) else (made or "name").lower()}")')
         def _reg(f):
+            if inspect.isclass(f) and isinstance(getattr(f, "name", None), str) and "name" not in f.__dict__:
+                f.name = name   # a subclass that inherits its parent's `name` is known by the name it is registered under
             if name in self.items: self.earlier.setdefault(name, []).append((self.items[name], self.docs[name]))
             self.items[name] = f
             self.docs[name] = doc or (f.__doc__ or "").strip().split("\n")[0]
@@ -116,15 +123,26 @@ def plugin_spec(spec: str) -> str:
     spec = str(spec).strip()
     return str(Path(spec).expanduser().resolve()) if _is_file(spec) else spec
 
-def raised_where(e: BaseException, files_only: bool = True) -> str|None:
-    "Where `e` was raised: its innermost frame (of a real file, when `files_only`: not Python's `<frozen ...>`), as `plugin.py, line 7`; None without one."
+def _in_fednbs(filename: str) -> bool:
+    "Whether `filename` is a file of the fednbs package itself."
+    import fednbs
+    return Path(os.path.realpath(filename)).is_relative_to(Path(os.path.realpath(fednbs.__file__)).parent)
+
+def raised_where(e: BaseException, files_only: bool = True, # only frames of real files (not Python's `<frozen ...>`)
+                 plugin: str|None = None, # a plugin's spec: its own file's innermost frame, else the innermost outside fednbs
+                ) -> str|None:
+    "Where `e` was raised, as `plugin.py, line 7`: its `raised_at` if set, else its innermost frame (the plugin's own, given a `plugin`)."
+    if getattr(e, "raised_at", None): return e.raised_at   # a check that knows the user's line better (a declaration's, say)
     frames = [f for f in traceback.extract_tb(e.__traceback__) if not (files_only and f.filename.startswith("<"))]
+    if plugin is not None:   # a check of the library that refused the plugin's code names the plugin's line, not its own
+        own = [f for f in frames if _is_file(plugin) and os.path.realpath(f.filename) == os.path.realpath(plugin)]
+        frames = own or [f for f in frames if not _in_fednbs(f.filename)] or frames
     return f"{Path(frames[-1].filename).name}, line {frames[-1].lineno}" if frames else None
 
-def _why(e: BaseException) -> str:
-    "`Type: message` of the exception `e` and the file and line it came from (`raised_where`)."
+def _why(e: BaseException, plugin: str|None = None) -> str:
+    "`Type: message` of the exception `e` and the file and line it came from (`raised_where`, in the `plugin`'s code)."
     text = f"{type(e).__name__}: {str(e).strip().splitlines()[0]}" if str(e).strip() else type(e).__name__
-    where = None if isinstance(e, SyntaxError) else raised_where(e)   # a SyntaxError's message names its line
+    where = None if isinstance(e, SyntaxError) else raised_where(e, plugin=plugin)   # a SyntaxError's message names its line
     return text + (f" at {where}" if where else "")
 
 def _failed(spec: str, e: Exception) -> FednbsError:
@@ -134,9 +152,9 @@ def _failed(spec: str, e: Exception) -> FednbsError:
         import fednbs
         have = sorted(m.name for m in pkgutil.iter_modules(fednbs.__path__) if not m.name.startswith("_"))
         near = difflib.get_close_matches(e.name.split(".")[-1], have, n=1)
-        return FednbsError(f"plugin {spec} failed to import ({_why(e)}); fednbs has no module {e.name}: "
+        return FednbsError(f"plugin {spec} failed to import ({_why(e, spec)}); fednbs has no module {e.name}: "
                            + (f"did you mean fednbs.{near[0]}?" if near else f"its modules are {', '.join(have)}"))
-    return FednbsError(f"plugin {spec} failed to import ({_why(e)}); " +
+    return FednbsError(f"plugin {spec} failed to import ({_why(e, spec)}); " +
                        (f"install the package {e.name}, which it imports" if missing else "fix the plugin, or leave it out"))
 
 # %% ../nbs/00_core.ipynb #78e0d736
@@ -157,10 +175,14 @@ def _import_plugin(spec: str):
         loader = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(loader)
         sys.modules[name] = module   # as `import` does: pickle, dataclasses and worker processes find its classes by name
+        folder = str(path.resolve().parent)
+        sys.path.insert(0, folder)   # as `python plugin.py` would: the plugin imports the modules beside it
         try: loader.loader.exec_module(module)
         except Exception as e:
             sys.modules.pop(name, None)
             raise _failed(spec, e) from None
+        finally:
+            if folder in sys.path: sys.path.remove(folder)
         return module
     check(not Path(spec).is_file(), f"plugin file {spec} is not a .py file", "give the plugin's Python file a name that ends in .py")
     modname, _, attr = spec.partition(":")

@@ -203,13 +203,20 @@ NORMS.register("none", "no normalisation layers")(NormSpec("none"))
 # %% ../nbs/04_models.ipynb #3387258a
 def build_model(name: str, num_classes: int, input_shape, norm: str = "default", pretrained: str|None = None) -> SplitModel:
     "Model `name` with the `norm` choice, for `num_classes` classes and images of `input_shape`; `pretrained`: ImageNet weights."
-    spec = NORMS[norm]
+    spec, factory = NORMS[norm], MODELS[name]
     kw = {}
     if pretrained:
-        check("pretrained" in inspect.signature(MODELS[name]).parameters, f"--pretrained is not available for --model {name}",
+        check("pretrained" in inspect.signature(factory).parameters, f"--pretrained is not available for --model {name}",
               "use --model resnet18, or drop --pretrained")
         kw["pretrained"] = pretrained
-    model = MODELS[name](num_classes, tuple(input_shape), norm=spec.base, **kw)
+    try: inspect.signature(factory).bind(num_classes, tuple(input_shape), norm=spec.base, **kw)
+    except ValueError: pass                                  # no signature to read (a builtin): called as it is
+    except TypeError as e:
+        shown = ", ".join(str(p.replace(annotation=p.empty)) for p in inspect.signature(factory).parameters.values())
+        raise FednbsError(f"model {name}: its factory {getattr(factory, '__name__', name)}({shown}) cannot be called as the runner calls it "
+                          f"({e}); a model factory takes (num_classes, input_shape, norm=None) and returns an nn.Module, "
+                          "norm being None for the model's own normalisation or --norm's bn, gn or none (it may ignore it)") from None
+    model = factory(num_classes, tuple(input_shape), norm=spec.base, **kw)
     if spec.transform is not None: model = spec.transform(model)
     with torch.no_grad():
         was = model.training; model.eval()
