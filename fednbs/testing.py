@@ -172,6 +172,7 @@ def check_batched(algo, data: FederatedData|None = None, rounds: int = 2, model_
     try:
         seq = Simulator(a, data, kit_task(data, rounds, model_fn), fail_fast=True)
         bat = BatchedSimulator(_instance(algo), data, kit_task(data, rounds, model_fn), fail_fast=True)
+        bat.fallback_said = True   # a loop that falls back is reported below, as the broken contract
         _count_loops(a, loops)
         rows = seq.run(), bat.run()
     finally: torch.set_default_dtype(default)

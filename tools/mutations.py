@@ -869,4 +869,9 @@ MUTATIONS += [
          replace='        except ContractError as e: _broken(_instance(algo), f"what {e.hook} returns"',
          tests=["nbs/35_testing.ipynb"],
          what="check_algorithm lets a hook's broken result out as a HookError instead of naming the broken contract"),
+    dict(name="batched_fallback_unsaid", notebook="nbs/31_batched.ipynb",
+         find="        self.fallback_said = True\n        log.warning(",
+         replace="        self.fallback_said = True\n        if False: log.warning(",
+         tests=["nbs/31_batched.ipynb"],
+         what="--engine batched trains a supports_batched method's clients one by one without saying so"),
 ]
