@@ -18,7 +18,7 @@ from .data import ClientData, iterate_batches
 from .models import set_round
 from .algorithm import Algorithm, NonFiniteLoss
 from .aggregation import sample_clients
-from .simulation import Simulator, update_client, log
+from .simulation import Simulator, update_client, check_update, HookError, log
 
 # %% ../nbs/31_batched.ipynb #a20ff599
 def batched_capable(algo: Algorithm) -> bool:
@@ -102,7 +102,7 @@ def record_job(algo: Algorithm, state: dict, message: Message, data: ClientData,
     (whose results, `(state_dict, loss, rng_after)`, are handed back as if trained). None: no further loop."""
     out = {}
     def recorder(model, data_, rnd_, loss_fn=None, opt=None, epochs=None, params=None, clip_groups=None, drop_last=False):
-        if opt is not None: raise _NotBatchable("custom optimiser")
+        if opt is not None: raise _NotBatchable("local_update hands train_local an optimiser of its own")
         ids = {id(p) for p in (model.parameters() if params is None else params)}
         trainable = tuple(n for n, p in model.named_parameters() if id(p) in ids)
         if len(ids) != len(trainable): raise _NotBatchable("parameters from outside the model")
@@ -243,7 +243,8 @@ class BatchedSimulator(Simulator):
         self.stack_size = stack_size
         self.batched_rounds = 0  # rounds of a batched-capable algorithm
         self.stacked_loops = 0   # clients' training loops that ran stacked (a client's whole update, for a method with its own stacked form), a loop whose result is refused as not finite included
-        self.fallback = None     # why the algorithm's own stacked form last refused a round (None: it never did)
+        self.fallback = None     # why clients last trained one by one (a loop not recorded or not stacked, or the own stacked form refused); None: never
+        self.fallback_said = False  # whether the run has said why it trains clients one by one (once per run; True beforehand: never)
 
     @property
     def runs_as(self) -> str:
@@ -262,7 +263,9 @@ class BatchedSimulator(Simulator):
                 seed_everything(derive_seed(self.task.seed, rnd, cid, "train"))
                 data = self.train_data[cid]
                 try: job = record_job(self.algo, self.states[cid], self.algo.broadcast(self.server, cid, rnd), data, rnd, done[data.name])
-                except Exception: job = None  # this loop (and the client's later ones) train the ordinary way
+                except Exception as e:  # this loop (and the client's later ones) train the ordinary way
+                    job = None   # an error of the method's own code: the ordinary update raises it again and reports it
+                    if isinstance(e, _NotBatchable): self.fell_back(rnd, str(e), "the batched engine cannot record its training loop")
                 if job is not None: jobs.append((cid, job))
             groups = {}
             for cid, j in jobs: groups.setdefault(j.signature(), []).append(j)
@@ -270,12 +273,22 @@ class BatchedSimulator(Simulator):
             for group in groups.values():
                 for part in self.parts(group):
                     try: trained = train_stacked(part, rnd, self.task)
-                    except Exception:  # a model vmap cannot stack (dropout, data-dependent control flow): the ordinary way
+                    except Exception as e:  # a model vmap cannot stack (dropout, data-dependent control flow): the ordinary way
+                        self.fell_back(rnd, str(e) if isinstance(e, _NotBatchable) else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                                       "its training loops cannot be stacked")
                         unstacked.update(j.client for j in part); continue
                     for j, (sd, loss) in zip(part, trained): done[j.client].append((sd, loss, j.rng_after))
                     self.stacked_loops += len(part)
             pending = [cid for cid, j in jobs if j.client not in unstacked]
         return done
+
+    def fell_back(self, rnd: int, why: str, how: str):
+        "Keep `why` some clients of round `rnd` train one by one in `fallback`; the first time in this engine, a warning says `how` and why."
+        self.fallback = why
+        if self.fallback_said: return
+        self.fallback_said = True
+        log.warning(f"round {rnd}: {self.algo.name} declares supports_batched, but {how} ({why}): --engine batched trains such clients "
+                    "one by one (said once per run)")
 
     def parts(self, items: list) -> list[list]:
         "`items` in consecutive parts of at most `stack_size` (one part when it is None)."
@@ -299,11 +312,13 @@ class BatchedSimulator(Simulator):
                                                       rnd, [derive_seed(self.task.seed, rnd, c, "train") for c in clients])
             if len(results) != len(clients): raise FednbsError(f"local_updates_stacked gave {len(results)} results for {len(clients)} clients")
         except Exception as e:   # these clients train one by one, from the states kept in `before`
-            self.fallback = f"{type(e).__name__}: {e}"
-            log.info(f"round {rnd}: {self.algo.name} trains its clients one by one ({self.fallback})")
+            self.fell_back(rnd, f"{type(e).__name__}: {e}", "its local_updates_stacked refused the round")
             return {}
         out = {}
         for cid, old, new, res in zip(clients, before, states, results):
+            try:   # a result that breaks the contract stops the round, as `update_client`'s does
+                if not isinstance(res, Exception): res = check_update(self.algo, res, "local_updates_stacked")
+            except HookError as e: res = e
             if not isinstance(res, Exception) and not all_finite(res[0]): res = NonFiniteLoss("the upload contains NaN or inf")
             out[cid] = (old, None, res) if isinstance(res, Exception) else (new, *res)
         self.stacked_loops += len(clients)

@@ -16,7 +16,7 @@ from .core import *
 from .data import ClientData, FederatedData, heldout_client, random_federation
 from .models import build_model
 from .algorithm import Algorithm, Task
-from .simulation import Simulator
+from .simulation import Simulator, HookError
 from .batched import BatchedSimulator
 
 # %% ../nbs/35_testing.ipynb #fc1fc18c
@@ -94,9 +94,10 @@ class _Recording:
         self.prefixes, self.real = set(), algo.local_update
         algo.local_update = self
     def __call__(self, state, message, data, rnd):
-        up, metrics = self.real(state, message, data, rnd)
-        self.prefixes |= {k.split("/", 1)[0] for k in up}
-        return up, metrics
+        out = self.real(state, message, data, rnd)
+        if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], dict):   # the rest: `check_update`
+            self.prefixes |= {str(k).split("/", 1)[0] for k in out[0]}
+        return out
 
 def check_uploads(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None) -> Simulator:
     "What the clients upload, by key prefix over `rounds` rounds, is exactly what `algo.uploads` declares (the wire audit)."
@@ -171,6 +172,7 @@ def check_batched(algo, data: FederatedData|None = None, rounds: int = 2, model_
     try:
         seq = Simulator(a, data, kit_task(data, rounds, model_fn), fail_fast=True)
         bat = BatchedSimulator(_instance(algo), data, kit_task(data, rounds, model_fn), fail_fast=True)
+        bat.fallback_said = True   # a loop that falls back is reported below, as the broken contract
         _count_loops(a, loops)
         rows = seq.run(), bat.run()
     finally: torch.set_default_dtype(default)
@@ -190,6 +192,7 @@ def check_heldout(algo, data: FederatedData|None = None, rounds: int = 2, model_
     plain = FederatedData(data.name, data.clients, data.num_classes)
     with_ho, without = kit_engine(a, data, rounds, model_fn), kit_engine(_instance(algo), plain, rounds, model_fn)
     try: rows = with_ho.run()
+    except HookError: raise   # `check_algorithm` names the hook
     except Exception as e: _broken(a, "heldout_models", f"scoring a held-out domain failed: {type(e).__name__}: {e}")
     ho = [r for r in rows if r["client"].startswith("heldout:")]
     want = {(rnd, f"acc_{m}") for rnd in range(rounds) for m in a.heldout_models}
@@ -221,5 +224,7 @@ def check_algorithm(algo, flower: bool = False, model_fn: Callable|None = None, 
     "Run every check that applies to `algo` (a class, a registered name or an object); raises `ContractError` at the first broken contract, returns the checks run."
     done = []
     for name in applicable_checks(algo, flower):
-        CHECKS[name](algo, rounds=rounds, model_fn=model_fn); done.append(name)
+        try: CHECKS[name](algo, rounds=rounds, model_fn=model_fn)
+        except HookError as e: _broken(_instance(algo), f"what {e.hook} returns", f"it returned {e.got}, but the contract wants {e.want}")
+        done.append(name)
     return done
