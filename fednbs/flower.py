@@ -34,7 +34,7 @@ from .data import ClientData, FederatedData
 from .aggregation import sample_clients
 from .algorithm import Algorithm, Task, NonFiniteLoss
 from .simulation import (metric_rows, client_means, evaluate_client, threads_for, intra_op_threads,
-                                failure_text, failure_fix)
+                                failure_text, failure_fix, check_update, aggregate_uploads, HookError)
 
 log = logging.getLogger("fednbs")
 
@@ -132,6 +132,10 @@ def _content(message: Mapping|None = None, config: Mapping|None = None, metrics:
     return out
 
 # %% ../nbs/33_flower.ipynb #df61ba53
+def _failure_config(e: BaseException) -> dict:
+    "A failed client's reply: its error, what to do, and whether it broke the algorithm's contract (which stops the run)."
+    return {"error": failure_text(e), "fix": failure_fix(e), "contract": isinstance(e, HookError)}
+
 def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
     "A Flower `ClientApp` running the algorithm that `load(context)` sets up, on that node's data."
     app = ClientApp()
@@ -152,11 +156,11 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
             message = record_to_message(msg.content["message"], algo.task.device)
             try:
                 seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
-                upload, stats = algo.local_update(state, message, data, rnd)
+                upload, stats = check_update(algo, algo.local_update(state, message, data, rnd))
                 if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
             except Exception as e:  # the state in the context stays as it was: the update is rolled back
                 log.warning(f"round {rnd}: client {data.name} failed: {failure_text(e)}")
-                return FlowerMessage(_content(config={"error": failure_text(e), "fix": failure_fix(e)}), reply_to=msg)
+                return FlowerMessage(_content(config=_failure_config(e)), reply_to=msg)
             _write_state(ctx, state)
             return FlowerMessage(_content(message=upload, metrics=stats), reply_to=msg)
 
@@ -178,7 +182,7 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
                     sizes[split] = len(data.split(split)[1])
             except Exception as e:
                 log.warning(f"round {rnd}: client {data.name} failed to evaluate: {failure_text(e)}")
-                return FlowerMessage(_content(config={"error": failure_text(e), "fix": failure_fix(e)}), reply_to=msg)
+                return FlowerMessage(_content(config=_failure_config(e)), reply_to=msg)
             _write_state(ctx, state)
             out["config"] = ConfigRecord(sizes)
             return FlowerMessage(out, reply_to=msg)
@@ -240,7 +244,7 @@ def standard_train(msg: FlowerMessage, ctx: Context, side: ClientSide) -> Flower
     state = _read_state(ctx, side)
     try:
         seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
-        upload, stats = algo.local_update(state, _standard_message(algo, arrays), data, rnd)
+        upload, stats = check_update(algo, algo.local_update(state, _standard_message(algo, arrays), data, rnd))
         if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
     except Exception as e:  # the state in the context stays as it was
         log.warning(f"round {rnd}: client {data.name} failed: {failure_text(e)}")
@@ -312,6 +316,11 @@ def _send(self, kind: str, items: dict, timeout: float|None = None) -> dict:
     return replies
 
 MISSING = ("gone", "late", "absent")  # Flower reports the node gone; no reply in time; not connected
+
+def _broke_contract(reply) -> bool:
+    "Whether a client's failure `reply` says that the algorithm broke its contract (a `HookError`: the run stops, as in process)."
+    cfg = None if reply is None or reply.has_error() else reply.content.config_records.get("config")
+    return bool(cfg is not None and cfg.get("contract"))
 
 def _outcome(reply) -> tuple[str, str]:
     "('ok' | 'failed' | 'gone' | 'late', reason) of one reply (None: no reply in time)."
@@ -386,7 +395,7 @@ def _train_round(self, rnd: int) -> list[dict]:
             rows += metric_rows(rnd, cid, "train", dict(replies[cid].content["metrics"]))
             continue
         if status == "failed":
-            if self.fail_fast: raise FednbsError(f"round {rnd}: client {cid} failed: {why}")
+            if self.fail_fast or _broke_contract(replies.get(cid)): raise FednbsError(f"round {rnd}: client {cid} failed: {why}")
             log.warning(f"round {rnd}: client {cid} left out of aggregation: {why}")
             failed.append((cid, why, replies[cid].content.config_records["config"].get("fix") if cid in replies and not replies[cid].has_error() else None))
             rows += metric_rows(rnd, cid, "train", {"failed": 1.0})
@@ -400,7 +409,7 @@ def _train_round(self, rnd: int) -> list[dict]:
     check(len(uploads) >= need, f"round {rnd}: only {len(uploads)} of the {len(sampled)} clients drawn returned an update "
           f"({', '.join(uploads) or 'none'}), fewer than min-clients={self.min_clients}",
           "restart the missing clients' SuperNodes and resume, or lower min-clients")
-    if uploads: self.server = self.algo.aggregate(self.server, uploads, rnd)
+    if uploads: self.server = aggregate_uploads(self.algo, self.server, uploads, rnd)
     self.wire = {"up": up, "down": down}
     return rows
 
@@ -415,7 +424,8 @@ def _evaluate(self, rnd: int) -> list[dict]:
     for c in self.task.clients:
         status, why = _outcome(replies.get(c)) if c in items else ("absent", "not connected")
         if status == "ok": answered[c] = replies[c]; continue
-        if status == "failed" and self.fail_fast: raise FednbsError(f"round {rnd}: client {c} failed to evaluate: {why}")
+        if status == "failed" and (self.fail_fast or _broke_contract(replies.get(c))):
+            raise FednbsError(f"round {rnd}: client {c} failed to evaluate: {why}")
         if status in MISSING: self._lost(c, status, why, rnd)
         else: log.warning(f"round {rnd}: client {c} failed to evaluate: {why}")
         absent.append((c, "missing" if status in MISSING else "failed"))
@@ -781,7 +791,7 @@ class FednbsStrategy(_FlowerFedAvg):
             weight = next(iter(m.content.metric_records.values()))[self.weighted_by_key]
             model = {k: v for k, v in record_to_message(arrays, self.algo.task.device).items() if k in shared}  # what the method shares
             uploads[str(m.metadata.src_node_id)] = {**pack("model", model), "num_samples": torch.tensor(float(weight))}
-        self.server = self.algo.aggregate(self.server, uploads, rnd)
+        self.server = aggregate_uploads(self.algo, self.server, uploads, rnd)
         return self.global_arrays(rnd), self.train_metrics_aggr_fn([m.content for m in valid], self.weighted_by_key)
 
 _FLOWER_KW = ("fraction_train", "fraction_evaluate", "min_train_nodes", "min_evaluate_nodes", "min_available_nodes",

@@ -251,10 +251,8 @@ class FedDGGA(KeptMomentum, FedAvg):
 _FEDDG_GA_PACS = dict(algo="feddg_ga", data="pacs", model="resnet18", pretrained="torchvision", rounds=41,
                       local_epochs=5, batch_size=16, lr=0.001, momentum=0.9, weight_decay=5e-4, weighting="samples",
                       report="last", algo_params=dict(ga_step=0.2, ga_metric="acc", ga_divisor=3, keep_momentum=True))
-_FEDDG_GA_DOC = ("FedDG-GA on PACS, {held} held out (FedDG-GA paper, Table 1): the authors' 41 aggregations (--comm 40) with "
-                 "step 0.2 decaying by 0.2/40; global model on the held-out style at the last round (their last_model); "
-                 "for their best_val_model add --report best_mean_val --data-option val_frac=0.1 and read the held-out "
-                 "accuracy of the reported round in metrics.csv")
+_FEDDG_GA_DOC = ("FedDG-GA on PACS, {held} held out (FedDG-GA paper, Table 1; the authors' 41 aggregations, step 0.2 "
+                 "decaying by 0.2/40; global model on the held-out style, last round)")
 _FEDFA = dict(algo="fedfa", model="alexnet", rounds=400, local_epochs=1, batch_size=32, weighting="uniform", report="last",
               algo_params=dict(ffa_var="layer"))
 GENERALIZATION_PRESETS = [
