@@ -52,7 +52,8 @@ NUMERIC = {"rounds": int, "local_epochs": int, "batch_size": int, "seed": int, "
 
 RUN_HELP = {
     "algo": "algorithm (see `fednbs list`)", "data": "dataset", "data_dir": "folder holding the dataset files",
-    "model": "model", "norm": "normalisation variant (FedNN: fednn, ws, bn+ws, gn+ws; or bn, gn, none)",
+    "model": "model", "norm": "normalisation variant (FedNN: fednn, ws, bn+ws, gn+ws; FedWon: fedwon, fedwon-noagc; or bn, gn, none; "
+            "all in fednbs list)",
     "rounds": "communication rounds", "local_epochs": "local epochs per round", "lr": "client learning rate",
     "batch_size": "mini-batch size", "momentum": "SGD momentum", "weight_decay": "SGD weight decay",
     "grad_clip": "max gradient norm (0 = off)", "lr_decay": "per-round learning-rate decay factor",
