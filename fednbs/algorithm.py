@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['TASK_DEFAULTS', 'HPARAM_TYPES', 'HOOKS', 'LOCAL_STEP', 'EVAL_CHUNK', 'Task', 'NonFiniteLoss', 'HParam', 'Algorithm',
-           'clone_state', 'accuracy_and_loss', 'mean_state', 'target_bn_stats', 'tiny_clients']
+           'clone_state', 'StepGraph', 'accuracy_and_loss', 'mean_state', 'target_bn_stats', 'tiny_clients']
 
 # %% ../nbs/10_algorithm.ipynb #1daa2b4f
 import ast, inspect, io, linecache, math, re, sys, textwrap, tokenize
@@ -41,6 +41,7 @@ class Task:
     seed: int = 0
     device: str = "cpu"
     augment: Callable|None = None
+    cuda_graphs: bool = True        # on a GPU, replay each full-batch training step from a CUDA graph (`StepGraph`)
 
     def __post_init__(self):
         self.given = {k for k in TASK_DEFAULTS if getattr(self, k) is not None}
@@ -287,6 +288,38 @@ def _work(self, key: str = "model") -> nn.Module:
 
 Algorithm.new_model, Algorithm.work = _new_model, _work
 
+# %% ../nbs/10_algorithm.ipynb #24fb4108
+class StepGraph:
+    "A training step `step(x, y)` replayed from a CUDA graph for every batch shaped like the one it was recorded on."
+    def __init__(self, step: Callable, # step(x, y) -> its loss (detached tensors): forward, backward, clipping, optimiser step
+                 enabled: bool = True, # False: every call is an ordinary step
+                 warmup: int = 2): # ordinary steps before recording (CUDA libraries set themselves up)
+        self.step, self.enabled, self.warmup = step, enabled, warmup
+        self.graph = self.static = self.out = self.error = None
+        self.eager, self.replays = 0, 0   # steps run each way
+
+    def __call__(self, x: Tensor, y: Tensor):
+        if self.graph is not None and x.shape == self.static[0].shape and y.shape == self.static[1].shape:
+            self.static[0].copy_(x); self.static[1].copy_(y)
+            self.graph.replay(); self.replays += 1
+            return self.out   # overwritten by the next replay: read it before the next call
+        if self.graph is None and self.enabled and self.error is None and x.is_cuda and self.eager >= self.warmup:
+            return self._record(x, y)
+        self.eager += 1
+        return self.step(x, y)
+
+    def _record(self, x: Tensor, y: Tensor):
+        "Record the step on copies of `(x, y)`, then replay it once (recording runs nothing)."
+        static, g = (x.clone(), y.clone()), torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g): out = self.step(*static)
+        except Exception as e:   # the step synchronises with the host: it runs as written from now on
+            self.error = e; self.eager += 1
+            return self.step(x, y)
+        self.graph, self.static, self.out = g, static, out
+        g.replay(); self.replays += 1
+        return out
+
 # %% ../nbs/10_algorithm.ipynb #38af7ac0
 def _make_optimizer(self, params, rnd: int, lr: float|None = None, momentum: float|None = None,
                     weight_decay: float|None = None) -> torch.optim.Optimizer:
@@ -304,14 +337,17 @@ def _train_local(self, model: nn.Module, data: ClientData, rnd: int, loss_fn: Ca
     opt = opt or self.make_optimizer(params, rnd)
     set_round(model, rnd, t.rounds); model.train()
     total = torch.zeros((), dtype=torch.float64, device=t.device); seen = 0
+    def step(x, y):
+        loss = loss_fn(model, x, y) if loss_fn is not None else F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if t.grad_clip: torch.nn.utils.clip_grad_norm_(params, t.grad_clip)
+        opt.step()
+        return loss.detach()
+    run_step = StepGraph(step, enabled=t.cuda_graphs and type(self).trains_stacked())   # see `StepGraph`: tensor-only steps
     for _ in range(t.local_epochs if epochs is None else epochs):
         for x, y in iterate_batches(data.x_train, data.y_train, t.batch_size, augment=t.augment):
-            loss = loss_fn(model, x, y) if loss_fn is not None else F.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if t.grad_clip: torch.nn.utils.clip_grad_norm_(params, t.grad_clip)
-            opt.step()
-            total += loss.detach() * len(y); seen += len(y)
+            total += run_step(x, y) * len(y); seen += len(y)
     mean = float(total) / max(seen, 1)
     if not math.isfinite(mean): raise NonFiniteLoss(f"training loss is {mean}")
     return mean

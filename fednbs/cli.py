@@ -67,6 +67,7 @@ RUN_HELP = {
     "stack_size": "with --engine batched (or auto on a GPU): at most N clients in one stacked call (default: all of a round's "
                   "clients; fewer hold fewer activations at once)",
     "threads": "intra-op threads of the run's own process (default: the CPU cores this run may use)",
+    "cuda_graphs": "on a GPU, replay each full-batch training step of train_local from a CUDA graph: on or off (default: on)",
     "client_states": "where client states wait between rounds: memory, or disk (one file per client in the run folder, "
                      "loaded while the client trains; for many personalised clients)",
     "device": "auto, cpu or cuda", "checkpoint_every": "write the checkpoint every N rounds", "out": "output folder",

@@ -65,6 +65,7 @@ class RunConfig:
     workers: int|None = None       # worker processes of --engine workers (None: one per core this run may use)
     workers_per_gpu: int|None = None # with --engine workers on a GPU: worker processes on each GPU (None: one per GPU)
     stack_size: int|None = None    # with --engine batched (or auto picking it): at most this many clients per stacked call (None: all)
+    cuda_graphs: str|None = None   # on a GPU, full-batch training steps replayed from CUDA graphs: on (None: on) or off
     threads: int|None = None       # intra-op threads of this process (None: the cores this run may use, `available_cores`)
     client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None
@@ -269,6 +270,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
         _positive(cfg, "stack_size", int)
         check(cfg.engine in ("batched", "auto"), "--stack-size sets how many clients the batched engine trains in one stacked call, "
               f"so it needs --engine batched or auto (got --engine {cfg.engine})", "add --engine batched, or leave --stack-size out")
+    check(cfg.cuda_graphs in (None, "on", "off"), f"unknown --cuda-graphs {cfg.cuda_graphs!r}", "use on (the default) or off")
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
     check(cfg.client_states == "memory" or cfg.engine == "auto" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
@@ -371,7 +373,7 @@ def prepare_out_dir(cfg: RunConfig):
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
-               "engine_ran", "log", "workers", "workers_per_gpu", "threads", "plugins")  # workers and threads change the speed, not the numbers;
+               "engine_ran", "log", "workers", "workers_per_gpu", "threads", "plugins", "cuda_graphs")  # workers, threads and graphs change the speed, not the numbers;
                                                                                  # plugins where the code comes from, not what it computes
 
 def fingerprint(cfg: "RunConfig|dict") -> dict:
@@ -691,7 +693,7 @@ def make_engine(cfg: RunConfig, data: FederatedData, states: MutableMapping|None
     task = Task(lambda: build_model(cfg.model, data.num_classes, data.input_shape, cfg.norm, cfg.pretrained), data.client_names, data.num_classes,
                 rounds=cfg.rounds, local_epochs=cfg.local_epochs, lr=cfg.lr, batch_size=cfg.batch_size, momentum=cfg.momentum,
                 weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, lr_decay=cfg.lr_decay, weighting=cfg.weighting,
-                seed=cfg.seed, device=str(device), augment=data.augment)
+                seed=cfg.seed, device=str(device), augment=data.augment, cuda_graphs=cfg.cuda_graphs != "off")
     algo = ALGORITHMS[cfg.algo](**cfg.algo_params)
     kw = dict(sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
     if states is not None: kw["states"] = states  # only the engines that keep client states here take a store

@@ -202,17 +202,22 @@ def _train_local(self, model: nn.Module, data: ClientData, rnd: int, loss_fn, op
     opt = opt or self.make_optimizer(params, rnd)
     set_round(model, rnd, t.rounds); model.train()
     sums, seen = {}, 0
+    def step(x, y):
+        terms = loss_fn(model, x, y)
+        if not terms: return {}
+        loss = sum(terms.values())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if t.grad_clip:
+            for g in clip_groups or [params]: torch.nn.utils.clip_grad_norm_(g, t.grad_clip)
+        opt.step()
+        return {k: v.detach() for k, v in terms.items()}
+    run_step = StepGraph(step, enabled=t.cuda_graphs and type(self).trains_stacked())   # on a GPU: one recorded step per full batch
     for _ in range(t.local_epochs if epochs is None else epochs):
         for x, y in iterate_batches(data.x_train, data.y_train, t.batch_size, drop_last=drop_last, augment=t.augment):
-            terms = loss_fn(model, x, y)
+            terms = run_step(x, y)
             if not terms: return {}
-            loss = sum(terms.values())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if t.grad_clip:
-                for g in clip_groups or [params]: torch.nn.utils.clip_grad_norm_(g, t.grad_clip)
-            opt.step()
-            for k, v in terms.items(): sums[k] = sums.get(k, 0.) + v.detach() * len(y)
+            for k, v in terms.items(): sums[k] = sums.get(k, 0.) + v * len(y)
             seen += len(y)
     out = {k: float(v) / max(seen, 1) for k, v in sums.items()}
     bad = [k for k, v in out.items() if v != v or abs(v) == float("inf")]
