@@ -59,7 +59,8 @@ RUN_HELP = {
     "grad_clip": "max gradient norm (0 = off)", "lr_decay": "per-round learning-rate decay factor",
     "seed": "random seed (data split, initialisation, sampling, training)", "sampling": "client sampling: all, fraction or bernoulli",
     "fraction": "fraction of clients per round (fraction/bernoulli sampling)", "weighting": "aggregation weights: samples or uniform",
-    "eval_every": "evaluate every N rounds (and always after the last)", "engine": "auto (the fastest here: batched on a GPU where the algorithm allows, workers on a CPU with several cores, "
+    "eval_every": "evaluate every N rounds (and always after the last)", "engine": "auto (the fastest here: on a GPU where the algorithm allows, batched for clients of few batches and one by one "
+              "with recorded steps for large clients; workers on a CPU with several cores, "
               "else inprocess), inprocess, batched (in process, clients stacked), workers (clients in parallel processes) or flower",
     "workers": "worker processes of --engine workers (default: one per CPU core this run may use, at most one per client)",
     "workers_per_gpu": "with --engine workers --device cuda: worker processes on each visible GPU (default: one per GPU; "

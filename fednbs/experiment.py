@@ -4,14 +4,15 @@
 
 # %% auto #0
 __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RUN_FOLDERS', 'RESUME_FREE', 'METRIC_FIELDS',
-           'REPORTS', 'AVERAGES', 'DOMAIN', 'BATCHED_ON_CPU', 'LOGS', 'RUN_RECORDS', 'RunConfig', 'apply_preset',
-           'check_device', 'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations', 'unused_flags',
-           'plugins_of_run', 'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write', 'is_run_dir',
-           'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
+           'REPORTS', 'AVERAGES', 'DOMAIN', 'BATCHED_ON_CPU', 'GPU_RECORDED_FROM', 'LOGS', 'RUN_RECORDS', 'RunConfig',
+           'apply_preset', 'check_device', 'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations',
+           'unused_flags', 'plugins_of_run', 'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write',
+           'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
            'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'nan_last',
            'select_report', 'client_std', 'domain_columns', 'report_text', 'summarize', 'format_table',
-           'convergence_figure', 'plot_convergence', 'choose_engine', 'make_engine', 'check_data_options', 'load_data',
-           'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment', 'stopped_text']
+           'convergence_figure', 'plot_convergence', 'median_batches', 'choose_engine', 'make_engine',
+           'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment',
+           'stopped_text']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref, tokenize, zipfile
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 import fednbs
 from .core import *
-from .data import FederatedData, HELDOUT
+from .data import FederatedData, HELDOUT, batch_count
 from .models import build_model
 from .algorithm import Task
 from .simulation import nonfinite_warning
@@ -671,13 +672,26 @@ def plot_convergence(rows: list[dict], path: Path, title: str = "", split: str =
 BATCHED_ON_CPU = ("--engine batched is slower than the sequential engine on a CPU (0.52-0.92x its speed, measured: the kernels "
                   "are compute-bound there already); use --engine workers (or auto) on a CPU and keep batched for a GPU")
 
-def choose_engine(cfg: RunConfig, clients: int) -> tuple[str, str]:
+GPU_RECORDED_FROM = 20  # on a GPU, auto trains clients one by one with recorded steps from this many batches per local epoch
+
+def median_batches(data: FederatedData, batch_size: int) -> int:
+    "The median number of mini-batches in a client's local epoch of `data` (0 without clients)."
+    counts = sorted(batch_count(c.n_train, batch_size) for c in data.clients)
+    return counts[len(counts) // 2] if counts else 0
+
+def choose_engine(cfg: RunConfig, clients: int,
+                  batches: int|None = None, # median mini-batches in a client's local epoch (`median_batches`; None: unknown)
+                 ) -> tuple[str, str]:
     "The engine `--engine auto` picks for a resolved `cfg` with `clients` clients, and why."
     dev, cores = check_device(cfg.device), available_cores()
     if dev.type == "cpu" and torch.cuda.is_initialized():   # a forked worker cannot run autograd once this process used the GPU
         return "inprocess", "this process has used the GPU, so worker processes forked from it could not train: one client after the other here"
     if dev.type == "cuda":
-        if ALGORITHMS[cfg.algo].trains_stacked(): return "batched", f"{cfg.algo} trains its clients stacked on the GPU"
+        stacks = ALGORITHMS[cfg.algo].trains_stacked()
+        if stacks and cfg.cuda_graphs != "off" and batches is not None and batches >= GPU_RECORDED_FROM:
+            return "inprocess", (f"{clients} clients of {batches} batches per local epoch: one after the other on the GPU, "
+                                 "each step replayed from a CUDA graph (faster than stacking clients this large)")
+        if stacks: return "batched", f"{cfg.algo} trains its clients stacked on the GPU"
         return "inprocess", f"{cfg.algo} does not declare stacked training: its clients train one after the other on the GPU"
     if dev.type == "cpu" and cores > 1 and clients > 1 and cfg.workers > 1:
         return "workers", f"{min(cfg.workers, clients)} worker processes of one thread for {clients} clients on {cores} CPU cores"
@@ -697,7 +711,7 @@ def make_engine(cfg: RunConfig, data: FederatedData, states: MutableMapping|None
     algo = ALGORITHMS[cfg.algo](**cfg.algo_params)
     kw = dict(sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
     if states is not None: kw["states"] = states  # only the engines that keep client states here take a store
-    engine = ENGINES[choose_engine(cfg, len(data.clients))[0] if cfg.engine == "auto" else cfg.engine]
+    engine = ENGINES[choose_engine(cfg, len(data.clients), median_batches(data, cfg.batch_size))[0] if cfg.engine == "auto" else cfg.engine]
     if "workers" in inspect.signature(engine).parameters: kw["workers"] = cfg.workers
     if cfg.workers_per_gpu is not None: kw["workers_per_gpu"] = cfg.workers_per_gpu   # resolve admits it with the workers engine only
     if cfg.stack_size is not None and "stack_size" in inspect.signature(engine).parameters: kw["stack_size"] = cfg.stack_size
@@ -827,7 +841,7 @@ def run_experiment(cfg: RunConfig, stop_after: int|None = None) -> dict:
     data = load_data(cfg)
     check_report_data(cfg.report, data)
     if cfg.engine == "auto":
-        cfg.engine, why = choose_engine(cfg, len(data.clients))
+        cfg.engine, why = choose_engine(cfg, len(data.clients), median_batches(data, cfg.batch_size))
         if not cfg.quiet: print(f"fednbs: engine {cfg.engine} ({why})", file=sys.stderr)
     elif cfg.engine == "batched" and check_device(cfg.device).type == "cpu":
         log.warning(BATCHED_ON_CPU)

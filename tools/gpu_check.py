@@ -10,7 +10,7 @@
 Writes OUT/speed.jsonl, OUT/pacs_acc.csv (what `fednbs.reproduce.write_results` writes) and OUT/pacs_runs.json.
 Check it on a CPU with a tiny setting: `--rounds 1 --seeds 0 --rows FedBN,Fed-CO --extra "--data-option budget=40"`.
 """
-import argparse, json, os, shlex, subprocess, sys, time
+import argparse, json, os, shlex, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +99,7 @@ def main():
     p.add_argument("--rows", default=None, help="table rows (default: all)"); p.add_argument("--extra", default="", help="flags added to every run")
     p.add_argument("--speed-rows", default="FedBN,FedNN,Fed-CO"); p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--engine", default="inprocess"); p.add_argument("--speed-only", action="store_true")
+    p.add_argument("--runs", default=None, help="folder of the table's run folders (default: a new temporary one)")
     a = p.parse_args()
     t_start, out = time.perf_counter(), Path(a.out); out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(a.extra)
@@ -113,16 +114,17 @@ def main():
         try: code = subprocess.run(argv, timeout=max(30, a.minutes * 60 * 0.17)).returncode
         except subprocess.TimeoutExpired: code = "timeout"
         print(f"speed pairs: exit {code} after {time.perf_counter() - t_start:.0f} s", flush=True)
+    runs = Path(a.runs or tempfile.mkdtemp(prefix="fednbs-gpu-runs-"))
     mps = a.device.startswith("cuda") and start_mps()
     print(f"MPS: {'on' if mps else 'off'}", flush=True)
     try:
         left = a.minutes * 60 - (time.perf_counter() - t_start) - 25   # leave time to write the results
         res = table(a.data_dir, a.device, [int(s) for s in a.seeds.split(",")], a.rounds, a.rows.split(",") if a.rows else None,
-                    extra, Path("/tmp/fednbs-gpu-runs"), left, a.engine)
+                    extra, runs, left, a.engine)
     finally:
         if mps: stop_mps()
     from fednbs.reproduce import collect_runs, write_results
-    write_results(collect_runs("/tmp/fednbs-gpu-runs/pacs"), out / "pacs_acc.csv")
+    write_results(collect_runs(runs / "pacs"), out / "pacs_acc.csv")
     res.update(device=f"one {device_name}", mps=mps, torch=torch.__version__)
     (out / "pacs_runs.json").write_text(json.dumps(res, indent=1))
     done = sorted(v["last_round"] for v in res["runs"].values())
