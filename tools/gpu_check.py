@@ -4,9 +4,9 @@
 
 1. `speed`: seconds per PACS round (ResNet-18, 64 px) of FedBN, FedNN and Fed-CO on one GPU, with the training steps
    replayed from CUDA graphs and without (`--cuda-graphs on|off`), each pair in one process, one after the other.
-2. `table`: every row of `fednbs reproduce table-pacs` for its seeds, all at once on the GPU (CUDA MPS started first
-   when the machine has it, so that the runs' kernels share the device instead of taking turns), stopped at the
-   deadline; what each run finished stays.
+2. `table`: every row of `fednbs reproduce table-pacs` for its seeds, all at once (or `--jobs N` at a time) on the
+   GPU (CUDA MPS started first when the machine has it, so that the runs' kernels share the device instead of
+   taking turns), stopped at the deadline; what each run finished stays.
 Writes OUT/speed.jsonl, OUT/pacs_acc.csv (what `fednbs.reproduce.write_results` writes) and OUT/pacs_runs.json.
 Check it on a CPU with a tiny setting: `--rounds 1 --seeds 0 --rows FedBN,Fed-CO --extra "--data-option budget=40"`.
 """
@@ -73,14 +73,14 @@ def last_round(metrics: Path) -> int:
 
 
 def table(data_dir: str, device: str, seeds: list[int], rounds: int|None, rows: list[str]|None, extra: list[str],
-          runs_dir: Path, seconds: float, engine: str) -> dict:
-    "Every (row, seed) run of the PACS table at once, stopped after `seconds`; what ran and how far."
+          runs_dir: Path, seconds: float, engine: str, jobs: int|None = None) -> dict:
+    "Every (row, seed) run of the PACS table, `jobs` at a time (None: all at once), stopped after `seconds`; what ran and how far."
     from fednbs.reproduce import table_commands, run_commands, command_text, error_line
     cmds = table_commands("pacs", seeds, rounds, str(runs_dir), data_dir, device, rows)
     argvs = [[*a, "--engine", engine, *extra] for _, _, a in cmds]
     logs = [Path(a[a.index("--out") + 1]) / "run.log" for a in argvs]
     t0 = time.perf_counter()
-    codes = run_commands(argvs, jobs=len(argvs), logs=logs, timeout=seconds)
+    codes = run_commands(argvs, jobs=jobs or len(argvs), logs=logs, timeout=seconds)
     wall = time.perf_counter() - t0
     runs = {f"{label}/s{s}": dict(exit=code, last_round=last_round(Path(a[a.index("--out") + 1]) / "metrics.csv"),
                                   **({"error": error_line(log)} if code not in (0, -15) else {}))
@@ -88,7 +88,7 @@ def table(data_dir: str, device: str, seeds: list[int], rounds: int|None, rows: 
     for (label, s, _), a in zip(cmds, argvs):
         summary = Path(a[a.index("--out") + 1]) / "summary.json"
         if summary.exists(): runs[f"{label}/s{s}"]["s_per_round"] = round(json.loads(summary.read_text())["seconds_per_round_this_session"], 2)
-    return dict(commands=[command_text(a) for a in argvs], runs=runs, wall_s=round(wall, 1), time_limit_s=seconds, runs_at_once=len(argvs))
+    return dict(commands=[command_text(a) for a in argvs], runs=runs, wall_s=round(wall, 1), time_limit_s=seconds, runs_at_once=min(jobs or len(argvs), len(argvs)))
 
 
 def main():
@@ -99,6 +99,7 @@ def main():
     p.add_argument("--rows", default=None, help="table rows (default: all)"); p.add_argument("--extra", default="", help="flags added to every run")
     p.add_argument("--speed-rows", default="FedBN,FedNN,Fed-CO"); p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--engine", default="inprocess"); p.add_argument("--speed-only", action="store_true")
+    p.add_argument("--jobs", type=int, default=None, help="runs at once (default: all)")
     p.add_argument("--runs", default=None, help="folder of the table's run folders (default: a new temporary one)")
     a = p.parse_args()
     t_start, out = time.perf_counter(), Path(a.out); out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +121,7 @@ def main():
     try:
         left = a.minutes * 60 - (time.perf_counter() - t_start) - 25   # leave time to write the results
         res = table(a.data_dir, a.device, [int(s) for s in a.seeds.split(",")], a.rounds, a.rows.split(",") if a.rows else None,
-                    extra, runs, left, a.engine)
+                    extra, runs, left, a.engine, a.jobs)
     finally:
         if mps: stop_mps()
     from fednbs.reproduce import collect_runs, write_results
