@@ -81,7 +81,7 @@ def find_runs(paths: list, # run folders, or folders holding run folders at any 
 # %% ../nbs/44_compare.ipynb #d6bed6f8
 RUN_SETTINGS = ("engine", "engine_ran", "workers", "workers_per_gpu", "threads", "stack_size", "client_states", "device",
                 "data_dir", "out", "resume", "overwrite", "checkpoint_every", "fail_fast", "quiet", "log", "plugins",
-                "report", "report_window", "preset")   # how or where a run ran: never what tells two experiments apart
+                "report", "report_window", "preset", "cuda_graphs")   # how or where a run ran: never what tells two experiments apart
 NOTED_SETTINGS = ("engine", "device", "data_dir", "stack_size")   # named under a table when the runs of a group differ in them
 
 def _part(registry: Registry, name) -> object|None:
