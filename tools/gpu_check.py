@@ -10,7 +10,7 @@
 Writes OUT/speed.jsonl, OUT/pacs_acc.csv (what `fednbs.reproduce.write_results` writes) and OUT/pacs_runs.json.
 Check it on a CPU with a tiny setting: `--rounds 1 --seeds 0 --rows FedBN,Fed-CO --extra "--data-option budget=40"`.
 """
-import argparse, json, os, shlex, subprocess, sys, tempfile, time
+import argparse, json, os, shlex, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,14 +22,12 @@ def speed_pairs(data_dir: str, device: str, rows: list[str], extra: list[str], r
     import torch
     from fednbs.cli import build_parser, run_config
     from fednbs.experiment import resolve, load_data, make_engine
-    from fednbs.reproduce import TABLE_METHODS, TABLE_DATA
-    spec, out = TABLE_DATA["pacs"], []
+    from fednbs.reproduce import table_commands
+    out, data = [], None
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    data = None
-    def engine(row, graphs):
-        flags = " ".join(f for f in (TABLE_METHODS[row], spec["flags"], spec["extra"].get(row, "")) if f).split()
-        ns = build_parser().parse_args(["run", *flags, "--rounds", "30", "--device", device, "--engine", "inprocess",
-                                        "--cuda-graphs", graphs, "--quiet", "--data-dir", data_dir, *extra])
+    def engine(row, graphs):   # the table's own command for `row` (seed 0), in this process, in process, graphs on or off
+        (_, _, argv), = table_commands("pacs", (0,), 30, "unused", data_dir, device, [row])
+        ns = build_parser().parse_args([*argv, "--engine", "inprocess", "--cuda-graphs", graphs, *extra])
         nonlocal data
         cfg = resolve(run_config(ns)); data = data or load_data(cfg)
         return make_engine(cfg, data)
@@ -55,7 +53,7 @@ def speed_pairs(data_dir: str, device: str, rows: list[str], extra: list[str], r
 
 def start_mps() -> bool:
     "Start the CUDA MPS control daemon if the machine has one; True if it runs."
-    if subprocess.run("command -v nvidia-cuda-mps-control", shell=True, capture_output=True).returncode: return False
+    if shutil.which("nvidia-cuda-mps-control") is None: return False
     for k, v in (("CUDA_MPS_PIPE_DIRECTORY", "/tmp/fednbs-mps"), ("CUDA_MPS_LOG_DIRECTORY", "/tmp/fednbs-mps-log")):
         os.environ[k] = v; Path(v).mkdir(parents=True, exist_ok=True)
     return subprocess.run(["nvidia-cuda-mps-control", "-d"]).returncode == 0
@@ -67,8 +65,8 @@ def stop_mps():
 
 def last_round(metrics: Path) -> int:
     "Rounds a run finished: one more than the last round in its metrics.csv (0: none)."
-    if not metrics.exists(): return 0
-    rounds = [int(line.split(",", 1)[0]) for line in metrics.read_text().splitlines()[1:] if line[:1].isdigit()]
+    from fednbs.experiment import read_metrics
+    rounds = [r["round"] for r in read_metrics(metrics)] if metrics.exists() else []
     return max(rounds) + 1 if rounds else 0
 
 
