@@ -393,8 +393,9 @@ def _notes(agg: dict, columns: list|None = None) -> list[str]:
     if "domain_std" in _columns(agg, columns):
         out.append("domain:<d>: the mean accuracy of domain d's clients; domain std: standard deviation (ddof=1) of a run's "
                    "domain accuracies (fairness, as FedHEAL reports)")
-    d = next((r["diff"] for r in agg.values() if r.get("diff")), None)
-    if d: out.append(f"Δ: mean ± std over paired seeds of (row - {d['against']}); p: two-sided paired t-test over those seeds (n)")
+    refs = list(dict.fromkeys(r["diff"]["against"] for r in agg.values() if r.get("diff")))   # a row's reference: the baseline's row of its model
+    if refs: out.append(f"Δ: mean ± std over paired seeds of (row - {' or '.join(refs)}{', the baseline row of its model' if len(refs) > 1 else ''}); "
+                        "p: two-sided paired t-test over those seeds (n)")
     return out + [w for w in [seed_warning(agg)] if w]
 
 def compare_markdown(agg: dict, digits: int = 1, columns: list|None = None) -> str:
@@ -406,7 +407,8 @@ def compare_markdown(agg: dict, digits: int = 1, columns: list|None = None) -> s
 def _tex(s: str) -> str:
     "`s` with LaTeX's special characters escaped, ± and Δ in math mode."
     s = s.replace("\\", r"\textbackslash ")
-    for ch in "&%_#$": s = s.replace(ch, "\\" + ch)
+    for ch in "&%_#${}": s = s.replace(ch, "\\" + ch)
+    s = s.replace("~", r"\textasciitilde{}").replace("^", r"\textasciicircum{}")
     return s.replace("±", r"$\pm$").replace("Δ", r"$\Delta$")
 
 def compare_latex(agg: dict, digits: int = 1, columns: list|None = None) -> str:

@@ -131,12 +131,19 @@ def parse_run(argv: list[str]) -> RunConfig:
     check(not extra, f"fednbs run has no flag {extra[0] if extra else ''}", "see fednbs run --help for its flags")
     return run_config(ns)
 
+def _sets(table: dict, key: str) -> bool:
+    "Whether `table` sets `key`, a nested key written with dots (`data_options.val_frac`)."
+    for part in key.split("."):
+        if not (isinstance(table, dict) and part in table): return False
+        table = table[part]
+    return True
+
 def study_key(study: dict, dataset: str, method: str, key: str) -> str:
     "Where in the study file the setting `key` (e.g. `lr`, `data_options.val_frac`) of `method`'s runs on `dataset` comes from."
-    top, m, d = key.split(".")[0], study["methods"][method], study["datasets"][dataset]
-    if top in m: return f"methods.{method}.{key}"
-    if top in d: return f"datasets.{dataset}.{key}"
-    if top == "data": return f"datasets.{dataset} (its name is the dataset's unless it sets data)"
+    m, d = study["methods"][method], study["datasets"][dataset]
+    if _sets(m, key): return f"methods.{method}.{key}"
+    if _sets(d, key): return f"datasets.{dataset}.{key}"
+    if key.split(".")[0] == "data": return f"datasets.{dataset} (its name is the dataset's unless it sets data)"
     return f"settings.{key}"
 
 def settings_file(study: dict, dataset: str, method: str) -> Path:

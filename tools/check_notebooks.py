@@ -221,6 +221,31 @@ def docs_would_execute(src: str) -> bool:
     nodes = list(ast.walk(tree))
     return any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes) and any(isinstance(n, (ast.Expr, ast.Assign)) for n in nodes)
 
+CHECKS_BOOL = ("allclose", "equal", "isclose", "array_equal", "isinstance", "issubclass", "isnan", "isfinite")
+
+def _is_check(node) -> bool:
+    "Whether the expression `node` is a comparison or a call that answers yes or no (`torch.allclose(a, b)`, `isinstance(x, T)`)."
+    if isinstance(node, ast.Compare) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)): return True
+    if isinstance(node, ast.Call):
+        f = node.func
+        return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None) in CHECKS_BOOL
+    return False
+
+def printed_checks(src: str) -> list[str]:
+    "The `print(...)` calls of a test cell (a code cell that is not exported) that print a check instead of asserting it (`print(a == b)`)."
+    if EXPORT.search(src): return []
+    try: tree = ast.parse(_code(src))
+    except SyntaxError: return []
+    found, todo = [], list(tree.body)
+    while todo:
+        n = todo.pop(0)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)): continue   # code that a test calls
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+                and any(_is_check(a) for a in n.args)):
+            found.append(ast.unparse(n)[:60])
+        todo += list(ast.iter_child_nodes(n))
+    return found
+
 def list_without_blank(md: str) -> str|None:
     "The first list item of markdown `md` that directly follows a paragraph line (no blank line), else None."
     prev, fenced = "", False
@@ -335,6 +360,8 @@ def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN
         if code_shown(src):
             wide = [l for l in src.splitlines() if len(l) > max_width and not l.lstrip().startswith("#|")]
             if wide: problems.append(f"{where}: wide-code: {len(wide)} shown code line(s) wider than {max_width} characters ({wide[0].strip()[:40]!r}...): wrap the line")
+        for shown in printed_checks(src):
+            problems.append(f"{where}: print-check: `{shown}` prints a check that nothing asserts; assert it (assert, test_eq, test_close)")
         for name in private_docs(src):
             problems.append(f"{where}: private-show-doc: {name!r} gets a show_doc entry: document public names only (a module __getattr__ belongs in an exporti cell)")
         for out in cell.get("outputs", []):
@@ -442,6 +469,10 @@ SELF_TESTS = {
                              _nb(("code", "show_doc(f)", [{"output_type": "display_data", "metadata": {}, "data": {"text/markdown": "f(x:int|None=None)"}}]))),
     "private-show-doc": (_nb(("code", "show_doc(Engine.__call__)"), ("code", "#| export\ndef __getattr__(name): return find(name)")),
                          _nb(("code", "show_doc(Engine.run)"), ("code", "#| exporti\ndef __getattr__(name): return find(name)"))),
+    "print-check": (_nb(("code", "out = run()\nprint(out == expected)")),
+                    _nb(("code", "out = run()\ntest_eq(out, expected)\nprint(out)"), ("code", "#| export\ndef f(a, b): print(a == b)"))),
+    "print-check ": (_nb(("code", "for k in keys:\n    print(k, torch.allclose(a[k], b[k]))")),
+                     _nb(("code", "for k in keys:\n    assert torch.allclose(a[k], b[k]), k\n    print(k, ' '.join(names[k]) or '-')"))),
     "heading-showdoc": (_nb(("md", "## FedBN\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass")),
                         _nb(("md", "## Local BatchNorm\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass"))),
 }
