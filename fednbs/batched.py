@@ -240,6 +240,9 @@ class BatchedSimulator(Simulator):
         check(stack_size is None or (isinstance(stack_size, int) and not isinstance(stack_size, bool) and stack_size > 0),
               f"stack_size must be a positive int (got {stack_size!r})", "pass e.g. --stack-size 32, or leave it out to stack all clients")
         super().__init__(*args, **kw)
+        check(self.task.precision == "fp32", f"the batched engine computes in fp32 only (got precision {self.task.precision}): "
+              "torch.autocast does not reach inside torch.func.vmap, which stacks the clients",
+              "use --engine inprocess (or auto, which picks it) with --precision bf16")
         self.stack_size = stack_size
         self.batched_rounds = 0  # rounds of a batched-capable algorithm
         self.stacked_loops = 0   # clients' training loops that ran stacked (a client's whole update, for a method with its own stacked form), a loop whose result is refused as not finite included

@@ -69,6 +69,7 @@ RUN_HELP = {
                   "clients; fewer hold fewer activations at once)",
     "threads": "intra-op threads of the run's own process (default: the CPU cores this run may use)",
     "cuda_graphs": "on a GPU, replay each full-batch training step of train_local from a CUDA graph: on or off (default: on)",
+    "precision": "what clients compute in: fp32 (default) or bf16 (autocast: products in bfloat16, weights and sums in fp32)",
     "client_states": "where client states wait between rounds: memory, or disk (one file per client in the run folder, "
                      "loaded while the client trains; for many personalised clients)",
     "device": "auto, cpu or cuda", "checkpoint_every": "write the checkpoint every N rounds", "out": "output folder",

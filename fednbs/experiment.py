@@ -24,7 +24,7 @@ import fednbs
 from .core import *
 from .data import FederatedData, HELDOUT, batch_count
 from .models import build_model
-from .algorithm import Task
+from .algorithm import Task, PRECISIONS
 from .simulation import nonfinite_warning
 from .aggregation import SAMPLING
 from .state_store import DiskStates, MemoryStates, save_file, file_sha256, disk_error
@@ -67,6 +67,7 @@ class RunConfig:
     workers_per_gpu: int|None = None # with --engine workers on a GPU: worker processes on each GPU (None: one per GPU)
     stack_size: int|None = None    # with --engine batched (or auto picking it): at most this many clients per stacked call (None: all)
     cuda_graphs: str|None = None   # on a GPU, full-batch training steps replayed from CUDA graphs: on (None: on) or off
+    precision: str|None = None     # what clients compute in: fp32 (None: fp32) or bf16 (autocast, `fednbs.algorithm.autocast_for`)
     threads: int|None = None       # intra-op threads of this process (None: the cores this run may use, `available_cores`)
     client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None
@@ -272,6 +273,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
         check(cfg.engine in ("batched", "auto"), "--stack-size sets how many clients the batched engine trains in one stacked call, "
               f"so it needs --engine batched or auto (got --engine {cfg.engine})", "add --engine batched, or leave --stack-size out")
     check(cfg.cuda_graphs in (None, "on", "off"), f"unknown --cuda-graphs {cfg.cuda_graphs!r}", "use on (the default) or off")
+    check(cfg.precision is None or cfg.precision in PRECISIONS, f"unknown --precision {cfg.precision!r}",
+          "use fp32 (the default) or bf16 (fp16 needs a loss scaler in every method's loop; bf16 needs none)")
+    check(cfg.precision in (None, "fp32") or cfg.engine != "batched", "--engine batched computes in fp32 only: "
+          "torch.autocast does not reach inside torch.func.vmap, which stacks the clients", "use --engine inprocess or auto with --precision bf16")
     check(cfg.client_states in ("memory", "disk"), f"unknown --client-states '{cfg.client_states}'", "use memory or disk")
     in_process = [n for n in ENGINES.names() if ENGINES[n].takes_state_store]
     check(cfg.client_states == "memory" or cfg.engine == "auto" or ENGINES[cfg.engine].takes_state_store, "--client-states disk applies to the in-process engines; "
@@ -380,6 +385,7 @@ RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "ch
 def fingerprint(cfg: "RunConfig|dict") -> dict:
     "The settings a checkpoint must agree with to be resumed."
     d = asdict(cfg) if isinstance(cfg, RunConfig) else dict(cfg)
+    if d.get("precision") in (None, "fp32"): d.pop("precision", None)   # fp32 is the arithmetic of a run made without the option
     return json.loads(json.dumps({k: v for k, v in d.items() if k not in RESUME_FREE}, sort_keys=True))
 
 def _differ(saved: dict, mine: dict) -> list[str]:
@@ -691,6 +697,8 @@ def choose_engine(cfg: RunConfig, clients: int,
         if stacks and cfg.cuda_graphs != "off" and batches is not None and batches >= GPU_RECORDED_FROM:
             return "inprocess", (f"{clients} clients of {batches} batches per local epoch: one after the other on the GPU, "
                                  "each step replayed from a CUDA graph (faster than stacking clients this large)")
+        if stacks and cfg.precision not in (None, "fp32"):
+            return "inprocess", f"--precision {cfg.precision}: one client after the other on the GPU, under autocast (it does not reach inside stacked training)"
         if stacks: return "batched", f"{cfg.algo} trains its clients stacked on the GPU"
         return "inprocess", f"{cfg.algo} does not declare stacked training: its clients train one after the other on the GPU"
     if dev.type == "cpu" and cores > 1 and clients > 1 and cfg.workers > 1:
@@ -707,7 +715,8 @@ def make_engine(cfg: RunConfig, data: FederatedData, states: MutableMapping|None
     task = Task(lambda: build_model(cfg.model, data.num_classes, data.input_shape, cfg.norm, cfg.pretrained), data.client_names, data.num_classes,
                 rounds=cfg.rounds, local_epochs=cfg.local_epochs, lr=cfg.lr, batch_size=cfg.batch_size, momentum=cfg.momentum,
                 weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, lr_decay=cfg.lr_decay, weighting=cfg.weighting,
-                seed=cfg.seed, device=str(device), augment=data.augment, cuda_graphs=cfg.cuda_graphs != "off")
+                seed=cfg.seed, device=str(device), augment=data.augment, cuda_graphs=cfg.cuda_graphs != "off",
+                precision=cfg.precision or "fp32")
     algo = ALGORITHMS[cfg.algo](**cfg.algo_params)
     kw = dict(sampling=cfg.sampling, fraction=cfg.fraction, eval_every=cfg.eval_every, fail_fast=cfg.fail_fast)
     if states is not None: kw["states"] = states  # only the engines that keep client states here take a store

@@ -89,7 +89,7 @@ def class_cycle(n: int, start: int, num_classes: int, device: torch.device|str|N
 
 # %% ../nbs/22_fraug.ipynb #f259045b
 def next_batch(cursor: dict, n: int, batch_size: int, device: torch.device|str|None = None) -> Tensor:
-    "Indices of the next mini-batch from the persistent `cursor` {'perm', 'pos'} (updated in place); reshuffles when exhausted."
+    "Indices of the next mini-batch from the persistent `cursor` {'perm', 'pos'} (updated in place, `pos` as an int); reshuffles when exhausted."
     check(n >= 2, f"a client has {n} training images", "give every client at least 2")
     while True:
         perm, pos = cursor.get("perm"), int(cursor.get("pos", 0))
@@ -97,7 +97,7 @@ def next_batch(cursor: dict, n: int, batch_size: int, device: torch.device|str|N
             perm, pos = torch.randperm(n, device=device), 0
             cursor["perm"] = perm
         idx = perm[pos:pos + batch_size]
-        cursor["pos"] = torch.tensor(pos + len(idx))
+        cursor["pos"] = pos + len(idx)   # an int: reading a tensor back each batch would wait for the GPU
         if len(idx) >= 2: return idx
 
 # %% ../nbs/22_fraug.ipynb #b7a5e172
@@ -413,8 +413,10 @@ def _iteration_draws(self: FRAug, state: dict, data: ClientData, rnd: int, T: in
     """For each of the `T` iterations, the batch and every random draw it needs, in the order the iteration draws them:
     `{'x', 'y', 'yc', 'z'}` (reshuffle when the cursor runs out, augmentation, then the noises of `noise_sizes`); advances `state`'s cursor."""
     t, sizes = self.task, self.noise_sizes()
+    cursor = dict(state["cursor"])   # its position read once per round, then kept as an int
     for it in range(T):
-        idx = next_batch(state["cursor"], data.n_train, t.batch_size, data.y_train.device)
+        idx = next_batch(cursor, data.n_train, t.batch_size, data.y_train.device)
+        state["cursor"] = {"perm": cursor["perm"], "pos": torch.tensor(cursor["pos"])}   # a client state holds tensors
         x, y = data.x_train[idx], data.y_train[idx]
         if t.augment is not None: x = t.augment(x)
         z = {k: sample_noise(len(y), w, self.noise, y.device) for k, w in sizes.items()}

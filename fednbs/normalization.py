@@ -195,9 +195,9 @@ class AGN(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         N, C = x.shape[0], x.shape[1]
         normalise = agn_normalize if is_stacked(x) else _AGNStats.apply   # under vmap: plain autograd (a custom Function cannot be vmapped)
-        y = normalise(x.reshape(N, C, -1), self.weight, self.bias, self.mixing(), self.running_mean, self.running_var,
+        y = normalise(x.reshape(N, C, -1).to(self.weight.dtype), self.weight, self.bias, self.mixing(), self.running_mean, self.running_var,
                             self.groups, self.eps, self.unbiased, self.training, self.momentum)
-        return y.view_as(x)
+        return y.view_as(x)   # statistics in the weights' dtype: fp32 under bf16 autocast, as its group_norm
 
     def fix(self, choice: str):
         "Fix the layer to 'gn' or 'bn' statistics (sets `fixed` and a one-hot `pi`)."

@@ -108,7 +108,8 @@ def evaluate_client(algo: Algorithm, state: dict, message: Message, data: Client
     "`acc_<model>` and `loss_<model>` of each model `algo` reports, on `split` of `data` (its logits checked by `check_logits`)."
     y = data.split(split)[1]
     out = {}
-    for model_name, logits in check_logits(algo, algo.evaluate(state, message, data, rnd, split=split), len(y)).items():
+    with algo.autocast(): logits_of = algo.evaluate(state, message, data, rnd, split=split)   # in the run's precision
+    for model_name, logits in check_logits(algo, logits_of, len(y)).items():
         acc, loss = accuracy_and_loss(logits, y)
         out[f"acc_{model_name}"], out[f"loss_{model_name}"] = acc, loss
     return out
@@ -134,7 +135,8 @@ def update_client(algo: Algorithm, seed: int, rnd: int, cid: str, state: dict, m
     backup = tree_clone(state)
     try:
         seed_everything(derive_seed(seed, rnd, cid, "train"))
-        upload, stats = check_update(algo, algo.local_update(state, message, data, rnd))
+        with algo.autocast(): result = algo.local_update(state, message, data, rnd)   # in the run's precision
+        upload, stats = check_update(algo, result)
         if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
         return refill(backup, state), upload, stats   # the new values in the backup's memory (see below)
     except Exception as e:
@@ -284,7 +286,7 @@ class Simulator:
         states = {c: self.states[c] for c in self.train_data} if self.data.heldout else {}   # read once for every domain
         for h in self.data.heldout:
             seed_everything(derive_seed(self.task.seed, rnd, h.name, "eval"))
-            out = self.algo.evaluate_heldout(self.server, states, h, rnd)
+            with self.algo.autocast(): out = self.algo.evaluate_heldout(self.server, states, h, rnd)
             for model_name, logits in check_logits(self.algo, out, len(h.y_test), "evaluate_heldout", self.algo.heldout_models).items():
                 acc, loss = accuracy_and_loss(logits, h.y_test)
                 rows += metric_rows(rnd, h.name, "test", {f"acc_{model_name}": acc, f"loss_{model_name}": loss})

@@ -7,7 +7,11 @@
 2. `table`: every row of `fednbs reproduce table-pacs` for its seeds, all at once (or `--jobs N` at a time) on the
    GPU (CUDA MPS started first when the machine has it, so that the runs' kernels share the device instead of
    taking turns), stopped at the deadline; what each run finished stays.
-Writes OUT/speed.jsonl, OUT/pacs_acc.csv (what `fednbs.reproduce.write_results` writes) and OUT/pacs_runs.json.
+   Then, per method of `--floor-rows` and precision of `--precisions`: a round beside its floor (`fednbs.bench.floor_ratio`,
+   the same arithmetic in plain PyTorch), one round under `torch.profiler` (`fednbs.bench.profile_round`), and on a GPU
+   the host synchronisations of one round caught by `torch.cuda.set_sync_debug_mode("warn")`.
+Writes OUT/speed.jsonl, OUT/floors.jsonl, OUT/pacs_acc.csv (what `fednbs.reproduce.write_results` writes) and
+OUT/pacs_runs.json.
 Check it on a CPU with a tiny setting: `--rounds 1 --seeds 0 --rows FedBN,Fed-CO --extra "--data-option budget=40"`.
 """
 import argparse, json, os, shlex, shutil, subprocess, sys, tempfile, time
@@ -17,20 +21,53 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def speed_pairs(data_dir: str, device: str, rows: list[str], extra: list[str], rounds: int = 1) -> list[dict]:
-    "Seconds per round after a warm-up round, graphs on then off, for each of `rows`, in this process."
-    import torch
+def table_engine(row: str, data_dir: str, device: str, flags: list[str]):
+    "The engine of the PACS table's command for `row` (seed 0), in this process, with `flags` added."
     from fednbs.cli import build_parser, run_config
     from fednbs.experiment import resolve, load_data, make_engine
     from fednbs.reproduce import table_commands
-    out, data = [], None
+    (_, _, argv), = table_commands("pacs", (0,), 30, "unused", data_dir, device, [row])
+    cfg = resolve(run_config(build_parser().parse_args([*argv, *flags])))
+    key = (cfg.data, json.dumps(cfg.data_options, sort_keys=True), cfg.seed)
+    if key not in _DATA: _DATA[key] = load_data(cfg)
+    return make_engine(cfg, _DATA[key])
+
+_DATA = {}   # the loaded data, by its settings: every engine of a check reads the same images
+
+
+def sync_warnings(engine) -> int:
+    "Host synchronisations of one round of `engine` on a GPU, as `torch.cuda.set_sync_debug_mode('warn')` reports them."
+    import warnings, torch
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always"); engine.run_round(); torch.cuda.synchronize()
+    finally: torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def floors(data_dir: str, device: str, rows: list[str], precisions: list[str], extra: list[str], path: Path) -> list[dict]:
+    "Per row and precision: the round beside its floor, the profile of one round, and on a GPU its host synchronisations; each a line of `path` as it is measured."
+    from fednbs.bench import floor_ratio, profile_round
+    out = []
+    for row in rows:
+        for precision in precisions:
+            eng = table_engine(row, data_dir, device, ["--engine", "inprocess", "--precision", precision, *extra])
+            res = dict(row=row, precision=precision, **floor_ratio(eng), profile=profile_round(eng))
+            if device.startswith("cuda"): res["sync_warnings"] = sync_warnings(eng)
+            out.append(res); print(json.dumps(res), flush=True)
+            with path.open("a") as f: f.write(json.dumps(res) + "\n")
+            del eng
+    return out
+
+
+def speed_pairs(data_dir: str, device: str, rows: list[str], extra: list[str], rounds: int = 1) -> list[dict]:
+    "Seconds per round after a warm-up round, graphs on then off, for each of `rows`, in this process."
+    import torch
+    out = []
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     def engine(row, graphs):   # the table's own command for `row` (seed 0), in this process, in process, graphs on or off
-        (_, _, argv), = table_commands("pacs", (0,), 30, "unused", data_dir, device, [row])
-        ns = build_parser().parse_args([*argv, "--engine", "inprocess", "--cuda-graphs", graphs, *extra])
-        nonlocal data
-        cfg = resolve(run_config(ns)); data = data or load_data(cfg)
-        return make_engine(cfg, data)
+        return table_engine(row, data_dir, device, ["--engine", "inprocess", "--cuda-graphs", graphs, *extra])
     def trained(graphs):   # the server state after round 0 of FedBN
         eng = engine("FedBN", graphs); eng.train_round(0); sync()
         return {k: v.float() for k, v in eng.server["model"].items() if v.is_floating_point()}
@@ -98,6 +135,8 @@ def main():
     p.add_argument("--speed-rows", default="FedBN,FedNN,Fed-CO"); p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--engine", default="inprocess"); p.add_argument("--speed-only", action="store_true")
     p.add_argument("--jobs", type=int, default=None, help="runs at once (default: all)")
+    p.add_argument("--floor-rows", default="FedBN,FedNN,Fed-CO,FRAug", help="methods timed beside their floor and profiled ('' for none)")
+    p.add_argument("--precisions", default="fp32,bf16", help="precisions of the floors and profiles")
     p.add_argument("--runs", default=None, help="folder of the table's run folders (default: a new temporary one)")
     a = p.parse_args()
     t_start, out = time.perf_counter(), Path(a.out); out.mkdir(parents=True, exist_ok=True)
@@ -107,10 +146,14 @@ def main():
     device_name = torch.cuda.get_device_name(0) if a.device.startswith("cuda") else "CPU"
     if a.speed_only:
         r = speed_pairs(a.data_dir, a.device, a.speed_rows.split(","), extra)
-        (out / "speed.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r)); return
+        (out / "speed.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r))
+        if a.floor_rows:
+            (out / "floors.jsonl").unlink(missing_ok=True)
+            floors(a.data_dir, a.device, a.floor_rows.split(","), a.precisions.split(","), extra, out / "floors.jsonl")
+        return
     if not a.skip_speed:   # in a process of its own, so that the table's runs start on a fresh device
         argv = [sys.executable, __file__, "--speed-only", *sys.argv[1:]]
-        try: code = subprocess.run(argv, timeout=max(30, a.minutes * 60 * 0.17)).returncode
+        try: code = subprocess.run(argv, timeout=max(30, a.minutes * 60 * 0.3)).returncode
         except subprocess.TimeoutExpired: code = "timeout"
         print(f"speed pairs: exit {code} after {time.perf_counter() - t_start:.0f} s", flush=True)
     runs = Path(a.runs or tempfile.mkdtemp(prefix="fednbs-gpu-runs-"))
