@@ -20,9 +20,11 @@ import generalization_step as gs
 
 PINS = {  # method -> (public repository, pinned commit)
     "fedsr": ("https://github.com/atuannguyen/FedSR", "ba8d894a90fab9da3d62cce570bc8fe17a312a2d"),
+    "fediir": ("https://github.com/YamingGuo98/FedIIR", "3e7a785e30002ac75d9b3575e3e9062d8e22ea42"),
 }
 FILES = {  # method -> the files of the pinned commit that this check reads
     "fedsr": ["src/methods", "src/util.py"],
+    "fediir": ["domainbed"],
 }
 
 gs.PINS.update(PINS); gs.FILES.update(FILES)
@@ -106,7 +108,62 @@ def check_fedsr(seed: int, source=None) -> list:
     gs.drop_modules({"methods", "util"}); sys.path.remove(str(repo / "src"))
     return out
 
-CHECKS = {"fedsr": check_fedsr}
+# ------------------------------------------------------------------------------------- FedIIR (YamingGuo98/FedIIR)
+def check_fediir(seed: int, source=None) -> list:
+    "FedIIR: the smoothed mean head gradient, one client's local step and the server's mean, their `FedIIR` against fednbs's."
+    from fednbs.algorithm import Task
+    from fednbs.data import ClientData
+    from fednbs.invariance import FedIIR
+    repo = checkout("fediir", source)
+    gs.drop_modules({"domainbed"}); sys.path.insert(0, str(repo))
+    from domainbed import algorithms as A
+    x, y = gs.digits(64, seed)
+    data = {"a": (x[:32], y[:32]), "b": (x[32:], y[32:])}
+    lr, penalty, ema = 0.01, 0.1, 0.95
+    torch.manual_seed(seed); base = gs.small_cnn()
+    head = [f"head.{n}" for n, _ in base.head.named_parameters()]
+    torch.manual_seed(seed + 1)
+    gbar = {n: 0.05 * torch.randn_like(p) for n, p in base.named_parameters() if n in head}   # a mean gradient of last round
+    hp = dict(lr=lr, weight_decay=0.0, penalty=penalty, ema=ema, nonlinear_classifier=False)
+    def their_algorithm():
+        t = A.FedIIR((1, 28, 28), 10, 2, hp, SimpleNamespace(device="cpu"))   # built on their MNIST net, then given ours
+        t.featurizer, t.classifier = copy.deepcopy(base.features), copy.deepcopy(base.head)
+        t.grad_mean = tuple(gbar[n].clone() for n in head)
+        return t
+    def their_state(t):
+        return {**{f"features.{k}": v for k, v in t.featurizer.state_dict().items()},
+                **{f"head.{k}": v for k, v in t.classifier.state_dict().items()}}
+    # fednbs: each client's gradient pass, then its step (one batch each: the order of each shuffle is given to theirs)
+    algo = FedIIR(iir_penalty=penalty, iir_ema=ema).setup(Task(gs.small_cnn, list(data), 10, rounds=2, seed=seed, lr=lr,
+                                                              momentum=0.9, weight_decay=0.0, batch_size=32))
+    server = algo.init_server()
+    server["model"] = {k: v.clone() for k, v in base.state_dict().items()}; server["iir_grad"] = {n: g.clone() for n, g in gbar.items()}
+    ups, orders = {}, {}
+    for i, (c, (xc, yc)) in enumerate(data.items()):
+        torch.manual_seed(seed + 10 + i); orders[c] = (torch.randperm(32), torch.randperm(32))
+        torch.manual_seed(seed + 10 + i)
+        ups[c], _ = algo.local_update(algo.init_client(c), algo.broadcast(server, c, 0), ClientData(c, xc, yc, xc[:0], yc[:0]), 0)
+    batch = lambda c, k: [(data[c][0][orders[c][k]], data[c][1][orders[c][k]])]
+    out = []
+    # the mean gradient: their pass over both clients (their global model in training mode), smoothed with beta
+    theirs = their_algorithm()
+    their_mean = theirs.mean_grad([(0, batch("a", 0)), (1, batch("b", 0))])
+    server = algo.aggregate(server, ups, 0)
+    out.append(row("fediir", "mean head gradient, smoothed (two clients)", gs.maxdiff(dict(zip(head, their_mean)), server["iir_grad"])))
+    # one client's local step against the same mean gradient (their gradient pass left out: it is compared above)
+    theirs = their_algorithm(); theirs.mean_grad = lambda clients: tuple(gbar[n].clone() for n in head)
+    r = theirs.update([(0, batch("a", 1))], 1)
+    mine = {k[6:]: v for k, v in ups["a"].items() if k.startswith("model/")}
+    print(f"  (the step moved the weights by up to {gs.maxdiff(mine, base.state_dict()):.1e}; their penalty {r['penalty']:.3g})")
+    out.append(row("fediir", "local step: every weight and BatchNorm entry", gs.maxdiff(mine, their_state(theirs))))
+    # both clients' steps and their equal-weight mean
+    theirs = their_algorithm(); theirs.mean_grad = lambda clients: tuple(gbar[n].clone() for n in head)
+    theirs.update([(0, batch("a", 1)), (1, batch("b", 1))], 1)
+    out.append(row("fediir", "server: equal-weight mean of the two trained models", gs.maxdiff(server["model"], their_state(theirs))))
+    gs.drop_modules({"domainbed"}); sys.path.remove(str(repo))
+    return out
+
+CHECKS = {"fedsr": check_fedsr, "fediir": check_fediir}
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
