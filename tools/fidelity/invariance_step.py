@@ -21,10 +21,12 @@ import generalization_step as gs
 PINS = {  # method -> (public repository, pinned commit)
     "fedsr": ("https://github.com/atuannguyen/FedSR", "ba8d894a90fab9da3d62cce570bc8fe17a312a2d"),
     "fediir": ("https://github.com/YamingGuo98/FedIIR", "3e7a785e30002ac75d9b3575e3e9062d8e22ea42"),
+    "fedgma": ("https://github.com/inouye-lab/FedDG_Benchmark", "da58f764cffc98e537209dc799009ffdf2f36574"),
 }
 FILES = {  # method -> the files of the pinned commit that this check reads
     "fedsr": ["src/methods", "src/util.py"],
     "fediir": ["domainbed"],
+    "fedgma": ["src/server.py", "src/utils.py"],
 }
 
 gs.PINS.update(PINS); gs.FILES.update(FILES)
@@ -163,7 +165,47 @@ def check_fediir(seed: int, source=None) -> list:
     gs.drop_modules({"domainbed"}); sys.path.remove(str(repo))
     return out
 
-CHECKS = {"fedsr": check_fedsr, "fediir": check_fediir}
+# ------------------------------------------------------------------- FedGMA (inouye-lab/FedDG_Benchmark, Bai et al.)
+def check_fedgma(seed: int, source=None) -> list:
+    "FedGMA: their server step (`FedGMA.aggregate`, `ParamDict`) against `FedGMA.aggregate` on three clients' trained models."
+    from collections import OrderedDict
+    from numbers import Number
+    import operator
+    from fednbs.algorithm import Task
+    from fednbs.data import ClientData
+    from fednbs.invariance import FedGMA
+    repo = checkout("fedgma", source)
+    ns = dict(OrderedDict=OrderedDict, Number=Number, operator=operator, torch=torch, nn=nn, tqdm=lambda it, **kw: it,
+              FedAvg=object)   # their server.py imports wandb, wilds and every model: only the two classes are executed
+    exec(gs.between((repo / "src/utils.py").read_text(), "class ParamDict(OrderedDict):", "# class TransformSubset"), ns)
+    exec(gs.between((repo / "src/server.py").read_text(), "class FedGMA(FedAvg):", "class ScaffoldServer(FedAvg):"), ns)
+    x, y = gs.digits(48, seed)
+    sizes = {"a": 16, "b": 24, "c": 8}
+    torch.manual_seed(seed); base = gs.small_cnn()
+    out = []
+    for tau, label in ((0.1, "the benchmark's PACS value"), (0.6, "a threshold that masks")):
+        algo = FedGMA(gma_threshold=tau).setup(Task(gs.small_cnn, list(sizes), 10, rounds=2, seed=seed, lr=0.05, batch_size=8))
+        server = algo.init_server(); server["model"] = {k: v.clone() for k, v in base.state_dict().items()}
+        ups, start = {}, 0
+        for c, n in sizes.items():   # each client trains (FedAvg's local step) on its own images
+            torch.manual_seed(seed + n)
+            data = ClientData(c, x[start:start + n], y[start:start + n], x[:0], y[:0]); start += n
+            ups[c], _ = algo.local_update(algo.init_client(c), algo.broadcast(server, c, 0), data, 0)
+        theirs = ns["FedGMA"].__new__(ns["FedGMA"])
+        theirs.hparam, theirs.model = {"hparam1": tau}, copy.deepcopy(base)
+        theirs.clients = []
+        for c in sizes:
+            m = copy.deepcopy(base); m.load_state_dict({k[6:]: v for k, v in ups[c].items() if k.startswith("model/")})
+            theirs.clients.append(SimpleNamespace(model=m))
+        total = sum(sizes.values())
+        theirs.aggregate([0, 1, 2], [n / total for n in sizes.values()])
+        server = algo.aggregate(server, ups, 0)
+        moved = gs.maxdiff(server["model"], base.state_dict())
+        print(f"  (tau {tau}: the server step moved the weights by up to {moved:.1e})")
+        out.append(row("fedgma", f"server step, tau = {tau} ({label})", gs.maxdiff(server["model"], theirs.model.state_dict())))
+    return out
+
+CHECKS = {"fedsr": check_fedsr, "fediir": check_fediir, "fedgma": check_fedgma}
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
