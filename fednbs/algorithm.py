@@ -5,15 +5,15 @@
 # %% auto #0
 __all__ = ['TASK_DEFAULTS', 'HPARAM_TYPES', 'HOOKS', 'LOCAL_STEP', 'EVAL_CHUNK', 'PRECISIONS', 'HOST_READS', 'Task',
            'NonFiniteLoss', 'HParam', 'Algorithm', 'clone_state', 'StepGraph', 'accuracy_and_loss', 'mean_state',
-           'target_bn_stats', 'tiny_clients', 'check_precision', 'autocast_for', 'count_host_syncs',
-           'local_update_syncs']
+           'target_bn_stats', 'tiny_clients', 'ModelEntries', 'model_entries', 'check_precision', 'autocast_for',
+           'count_host_syncs', 'local_update_syncs']
 
 # %% ../nbs/10_algorithm.ipynb #1daa2b4f
 import ast, contextlib, inspect, io, linecache, math, re, sys, textwrap, tokenize
 from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -462,6 +462,28 @@ def tiny_clients(n: int = 2, size: int = 40, seed: int = 0) -> list[ClientData]:
         x = torch.randn(size, 1, 2, 2, generator=g); y = (x.flatten(1).sum(1) > 0).long(); x = x + 0.5 * k
         out.append(ClientData(f"c{k}", x[: size // 2], y[: size // 2], x[size // 2:], y[size // 2:]))
     return out
+
+# %% ../nbs/10_algorithm.ipynb #527b6128
+class ModelEntries(NamedTuple):
+    "The entries an upload prefix may carry: a model's state entries by name and shape, and which of them never leave the client."
+    shapes: dict      # entry name -> its shape in the model
+    local: frozenset  # the names among them that the client keeps (never uploaded)
+
+def model_entries(model: nn.Module, local: Iterable[str] = ()) -> ModelEntries:
+    "The `ModelEntries` of `model`'s state, with the names in `local` kept on the client."
+    return ModelEntries({k: v.shape for k, v in model.state_dict().items()}, frozenset(local))
+
+def _local_names(self) -> set[str]:
+    "The names of the model's state entries that never leave the client (none by default; FedBN: every BatchNorm entry, running statistics included)."
+    return set()
+
+def _upload_entries(self) -> dict[str, ModelEntries]:
+    "Upload prefix -> the `ModelEntries` it may carry, for each prefix that carries model entries: `model` (the working model, less `local_names()`) when `uploads` declares it."
+    if "upload_entries" not in self._work:
+        self._work["upload_entries"] = {"model": model_entries(self.work(), self.local_names())} if "model" in self.uploads else {}
+    return self._work["upload_entries"]
+
+Algorithm.local_names, Algorithm.upload_entries = _local_names, _upload_entries
 
 # %% ../nbs/10_algorithm.ipynb #44397bb0
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}   # --precision -> the dtype autocast computes in (None: as stored)

@@ -18,7 +18,7 @@ from .data import ClientData, iterate_batches
 from .models import set_round
 from .algorithm import Algorithm, NonFiniteLoss
 from .aggregation import sample_clients
-from .simulation import Simulator, update_client, check_update, HookError, log
+from .simulation import Simulator, update_client, check_update, check_upload, HookError, log
 
 # %% ../nbs/31_batched.ipynb #a20ff599
 def batched_capable(algo: Algorithm) -> bool:
@@ -320,7 +320,9 @@ class BatchedSimulator(Simulator):
         out = {}
         for cid, old, new, res in zip(clients, before, states, results):
             try:   # a result that breaks the contract stops the round, as `update_client`'s does
-                if not isinstance(res, Exception): res = check_update(self.algo, res, "local_updates_stacked")
+                if not isinstance(res, Exception):
+                    res = check_update(self.algo, res, "local_updates_stacked")
+                    check_upload(self.algo, res[0], new, cid, "local_updates_stacked")   # what it shares, as `update_client` checks it
             except HookError as e: res = e
             if not isinstance(res, Exception) and not all_finite(res[0]): res = NonFiniteLoss("the upload contains NaN or inf")
             out[cid] = (old, None, res) if isinstance(res, Exception) else (new, *res)

@@ -34,7 +34,7 @@ from .data import ClientData, FederatedData
 from .aggregation import sample_clients
 from .algorithm import Algorithm, Task, NonFiniteLoss
 from .simulation import (metric_rows, client_means, evaluate_client, threads_for, intra_op_threads,
-                                failure_text, failure_fix, check_update, aggregate_uploads, HookError)
+                                failure_text, failure_fix, check_update, check_upload, aggregate_uploads, HookError)
 
 log = logging.getLogger("fednbs")
 
@@ -157,6 +157,7 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
             try:
                 seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
                 upload, stats = check_update(algo, algo.local_update(state, message, data, rnd))
+                check_upload(algo, upload, state, data.name)   # only what the method shares leaves the node
                 if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
             except Exception as e:  # the state in the context stays as it was: the update is rolled back
                 log.warning(f"round {rnd}: client {data.name} failed: {failure_text(e)}")
@@ -245,6 +246,7 @@ def standard_train(msg: FlowerMessage, ctx: Context, side: ClientSide) -> Flower
     try:
         seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
         upload, stats = check_update(algo, algo.local_update(state, _standard_message(algo, arrays), data, rnd))
+        check_upload(algo, upload, state, data.name)
         if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
     except Exception as e:  # the state in the context stays as it was
         log.warning(f"round {rnd}: client {data.name} failed: {failure_text(e)}")
@@ -391,7 +393,8 @@ def _train_round(self, rnd: int) -> list[dict]:
     for cid in sampled:
         status, why = _outcome(replies.get(cid)) if cid in items else ("absent", "not connected")
         if status == "ok":
-            uploads[cid] = record_to_message(replies[cid].content["message"], self.task.device); up += message_nbytes(uploads[cid])
+            uploads[cid] = check_upload(self.algo, record_to_message(replies[cid].content["message"], self.task.device), client=cid)
+            up += message_nbytes(uploads[cid])
             rows += metric_rows(rnd, cid, "train", dict(replies[cid].content["metrics"]))
             continue
         if status == "failed":
@@ -429,6 +432,10 @@ def _evaluate(self, rnd: int) -> list[dict]:
         if status in MISSING: self._lost(c, status, why, rnd)
         else: log.warning(f"round {rnd}: client {c} failed to evaluate: {why}")
         absent.append((c, "missing" if status in MISSING else "failed"))
+    failed = [c for c, status in absent if status == "failed"]
+    if failed and not answered:   # as in training: the clients' own errors, reported as themselves
+        status, why = _outcome(replies.get(failed[0]))
+        raise FednbsError(f"round {rnd}: every client failed to evaluate ({failed[0]}: {why}); no accuracy was recorded: fix the cause it names")
     rows = []
     for split in splits:
         part, sizes = [], {}
@@ -790,7 +797,8 @@ class FednbsStrategy(_FlowerFedAvg):
             arrays, _ = standard_records(m)
             weight = next(iter(m.content.metric_records.values()))[self.weighted_by_key]
             model = {k: v for k, v in record_to_message(arrays, self.algo.task.device).items() if k in shared}  # what the method shares
-            uploads[str(m.metadata.src_node_id)] = {**pack("model", model), "num_samples": torch.tensor(float(weight))}
+            node = str(m.metadata.src_node_id)
+            uploads[node] = check_upload(self.algo, {**pack("model", model), "num_samples": torch.tensor(float(weight))}, client=f"node {node}")
         self.server = aggregate_uploads(self.algo, self.server, uploads, rnd)
         return self.global_arrays(rnd), self.train_metrics_aggr_fn([m.content for m in valid], self.weighted_by_key)
 

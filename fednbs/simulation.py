@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['log', 'FLOPS_PER_THREAD', 'metric_rows', 'client_means', 'nonfinite_warning', 'HookError', 'describe', 'hook_error',
-           'check_update', 'check_logits', 'aggregate_uploads', 'evaluate_client', 'evaluate_seeded', 'refill',
-           'update_client', 'raised_at', 'failure_text', 'failure_fix', 'step_flops', 'work_threads',
-           'intra_op_threads', 'threads_for', 'Simulator']
+           'check_update', 'check_logits', 'aggregate_uploads', 'UploadError', 'check_upload', 'evaluate_client',
+           'evaluate_seeded', 'refill', 'update_client', 'raised_at', 'failure_text', 'failure_fix', 'step_flops',
+           'work_threads', 'intra_op_threads', 'threads_for', 'Simulator']
 
 # %% ../nbs/30_simulation.ipynb #7f043700
 import math, time, logging, contextlib, traceback
@@ -103,6 +103,46 @@ def aggregate_uploads(algo: Algorithm, server: dict, uploads: Mapping[str, Messa
     if not isinstance(new, Mapping): raise hook_error(algo, "aggregate", describe(new), "the new server state (a dict, e.g. the `server` it was given)")
     return new
 
+# %% ../nbs/30_simulation.ipynb #66d14ddc
+class UploadError(HookError):
+    "A client's upload holds an entry its method does not share: an undeclared prefix, an entry the client keeps, or a model entry of another shape (attributes: `client`, `entry`, `detail`, and `HookError`'s)."
+
+_STATS = ("running_mean", "running_var", "num_batches_tracked")   # BatchNorm's running statistics
+
+def _refused_entry(algo: Algorithm, key: str, v: Tensor, declared, models: Mapping, kept: Mapping) -> str|None:
+    "What is wrong with upload entry `key` (words), or None."
+    prefix, _, name = key.partition("/")
+    cls = type(algo).__name__
+    if prefix not in declared:
+        return f"which is not a declared shared entry ({cls}.uploads declares {', '.join(map(repr, declared)) or 'nothing'})"
+    entries = models.get(prefix)
+    if name in kept or (entries is not None and name in entries.local):
+        what = "a BatchNorm running statistic, " if name.rsplit(".", 1)[-1] in _STATS else ""
+        where = f"{cls}.local_names()" if entries is not None and name in entries.local else "the client's state 'local'"
+        return f"a declared local entry ({what}kept on the client by {where}), which never leaves the client"
+    if entries is None: return None
+    shape = entries.shapes.get(name)
+    if shape is None: return f"which is not an entry of the model that '{prefix}/' carries ({cls}.upload_entries())"
+    if v.shape != shape: return f"of shape {tuple(v.shape)}, where the model's is {tuple(shape)}"
+    return None
+
+def check_upload(algo: Algorithm, upload: Message, state: Mapping|None = None, client: str|None = None,
+                 hook: str = "local_update") -> Message:
+    "`upload` (a client's, as `check_update` passed it) if it holds only what `algo` shares; else an `UploadError` naming the client and the entry. Names and shapes only: no value is read."
+    declared, models = algo.uploads, algo.upload_entries()
+    kept = state.get("local") if isinstance(state, Mapping) else None
+    kept = kept if isinstance(kept, Mapping) else {}
+    for key, v in upload.items():
+        why = _refused_entry(algo, key, v, declared, models, kept)
+        if why is None: continue
+        cls, who = type(algo).__name__, f"client {client}" if client is not None else "a client"
+        detail = f"{who} uploaded '{key}' {why}" if why.startswith("of shape") else f"{who} uploaded '{key}', {why}"
+        e = UploadError(f"algorithm {algo.name}: {detail}; fix {cls}.{hook}" + (f" or declare '{key.partition('/')[0]}' in {cls}.uploads" if why.startswith("which is not a declared") else ""))
+        e.hook, e.got, e.want = hook, f"an upload with '{key}' {why}", "only entries it shares: a prefix declared in `uploads`, none of the client's local entries, model entries of the model's shape"
+        e.client, e.entry, e.detail = client, key, detail
+        raise e
+    return upload
+
 # %% ../nbs/30_simulation.ipynb #b34c3be2
 def evaluate_client(algo: Algorithm, state: dict, message: Message, data: ClientData, rnd: int, split: str = "test") -> dict[str, float]:
     "`acc_<model>` and `loss_<model>` of each model `algo` reports, on `split` of `data` (its logits checked by `check_logits`)."
@@ -131,12 +171,13 @@ def refill(old, new):
 
 def update_client(algo: Algorithm, seed: int, rnd: int, cid: str, state: dict, message: Message, data: ClientData) -> tuple:
     """One client's `local_update` under the seed of (run seed, round, client, 'train'): `(state after, upload, stats)`,
-    or `(state before, None, the exception)` when it raised, returned what `check_update` refuses, or uploaded NaN/inf."""
+    or `(state before, None, the exception)` when it raised, returned what `check_update` or `check_upload` refuses, or uploaded NaN/inf."""
     backup = tree_clone(state)
     try:
         seed_everything(derive_seed(seed, rnd, cid, "train"))
         with algo.autocast(): result = algo.local_update(state, message, data, rnd)   # in the run's precision
         upload, stats = check_update(algo, result)
+        check_upload(algo, upload, state, cid)   # names and shapes: what it shares, as the model has them
         if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
         return refill(backup, state), upload, stats   # the new values in the backup's memory (see below)
     except Exception as e:

@@ -16,7 +16,7 @@ from .core import *
 from .data import ClientData, FederatedData, heldout_client, random_federation
 from .models import build_model
 from .algorithm import Algorithm, Task
-from .simulation import Simulator, HookError
+from .simulation import Simulator, HookError, UploadError
 from .batched import BatchedSimulator
 
 # %% ../nbs/35_testing.ipynb #fc1fc18c
@@ -100,10 +100,12 @@ class _Recording:
         return out
 
 def check_uploads(algo, data: FederatedData|None = None, rounds: int = 2, model_fn: Callable|None = None) -> Simulator:
-    "What the clients upload, by key prefix over `rounds` rounds, is exactly what `algo.uploads` declares (the wire audit)."
+    "What the clients upload over `rounds` rounds is what `algo` declares: by key prefix exactly `algo.uploads` (the wire audit), none of a client's local entries, model entries of the model's shape."
     algo = _instance(algo); data = data or kit_federation()
     rec = _Recording(algo)
-    sim = kit_engine(algo, data, rounds, model_fn); sim.run()
+    sim = kit_engine(algo, data, rounds, model_fn)
+    try: sim.run()
+    except UploadError as e: _broken(algo, "uploads", e.detail)   # what the engine refuses (`check_upload`): named entry by entry
     declared = set(algo.uploads)
     if rec.prefixes - declared: _broken(algo, "uploads", f"clients sent {sorted(rec.prefixes - declared)}, which `uploads` does not declare (declared: {sorted(declared)})")
     if declared - rec.prefixes: _broken(algo, "uploads", f"`uploads` declares {sorted(declared - rec.prefixes)}, which no client sent in {rounds} rounds")
@@ -225,6 +227,7 @@ def check_algorithm(algo, flower: bool = False, model_fn: Callable|None = None, 
     done = []
     for name in applicable_checks(algo, flower):
         try: CHECKS[name](algo, rounds=rounds, model_fn=model_fn)
+        except UploadError as e: _broken(_instance(algo), "uploads", e.detail)
         except HookError as e: _broken(_instance(algo), f"what {e.hook} returns", f"it returned {e.got}, but the contract wants {e.want}")
         done.append(name)
     return done
