@@ -928,12 +928,12 @@ class LocalFederation:
         _kill_if_same(below)
         if sig == signal.SIGKILL: p.wait(30)
 
-    def stop(self):
-        "Stop every process this federation started, and their children (politely, then by force, each by its pid)."
+    def stop(self, grace: float = 3.0): # seconds the processes get to end after SIGTERM before SIGKILL
+        "Stop every process this federation started, and their children (SIGTERM, then SIGKILL after `grace` seconds, each by its pid)."
         below = {}
         for p in self.procs.values(): below.update(descendants(p.pid))  # some detach into sessions of their own
         for name in reversed(list(self.procs)): self.kill(name, signal.SIGTERM)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + grace   # a SuperNode takes 1-4 s to leave after SIGTERM: no longer than `grace`
         for name, p in self.procs.items():
             try: p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired: self.kill(name)
