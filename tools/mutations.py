@@ -1438,8 +1438,8 @@ MUTATIONS += [
          tests=["nbs/48_lodo.ipynb"],
          what="a --method without flags is taken (it runs the default method under that label)"),
     dict(name="lodo_headline_not_heldout_model", notebook="nbs/48_lodo.ipynb",
-         find='return one_row_per_group(summarize_groups({"run": runs}, rule, window))["run"]',
-         replace='return summarize_groups({"run": runs}, rule, window)["run"]',
+         find='compare.one_row_per_group(summarize_groups({"run": runs}, rule, window))["run"]',
+         replace='summarize_groups({"run": runs}, rule, window)["run"]',
          tests=["nbs/48_lodo.ipynb"],
          what="the table reads the headline model's row, which has no held-out column (not the method's held-out model)"),
 ]
