@@ -438,7 +438,7 @@ def bench_side_by_side(argv=("--algo", "fedavg", "--rounds", "3"), # `fednbs run
     return out
 
 # %% ../nbs/46_bench.ipynb #0bd36d4b
-_LAUNCH = "import sys; from fednbs.cli import main; sys.exit(main(sys.argv[1:]))"
+from .reproduce import LAUNCH as _LAUNCH
 _FORCED = ("import sys, functools; from fednbs.simulation import Simulator; "   # the engine before its threads were sized to the work
            "Simulator.__init__ = functools.partialmethod(Simulator.__init__, threads={threads}); " + _LAUNCH.split("; ", 1)[1])
 BUSY_LOOP = "while True: pass"

@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser',
            'config_from_args', 'config_plugins', 'read_config_file', 'attribute', 'check_resume_flags', 'run_config',
-           'doc_row', 'capability_lines', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'main',
+           'doc_row', 'capability_lines', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'Terminated', 'main',
            'unknown_arguments', 'interrupted_advice']
 
 # %% ../nbs/42_cli.ipynb #168ce380
-import argparse, ast, os, sys, logging, threading
+import argparse, ast, os, sys, logging, threading, signal
 from dataclasses import fields
 from .core import *
 from .experiment import RunConfig, DEFAULTS, PRESETS, RUN_RECORDS, run_experiment, plugins_of_run
@@ -105,9 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dataset option (repeatable), e.g. budget=200, val_frac=0.1, skew=mixed, or holdout=mnistm: a domain kept out of "
                           "training and tested every round (global model; FedBN: avgbn, targetbn)")
     run.add_argument("--config", metavar="FILE", help="read settings from a TOML or JSON file (a run's config.json is one); flags override it")
-    for flag in ("resume", "overwrite", "fail-fast", "quiet"):
+    for flag in ("resume", "overwrite", "allow-plugin-change", "fail-fast", "quiet"):
         run.add_argument("--" + flag, action="store_true", default=None, help={"resume": "continue the run in --out from its checkpoint, with the settings of its config.json",
                          "overwrite": "replace an earlier run in --out", "fail-fast": "stop at the first failing client",
+                         "allow-plugin-change": "with --resume: go on although the source of the method's plugin changed (config.json records the round)",
                          "quiet": "no progress bar or table"}[flag])
     run.add_argument("--pretrained", nargs="?", const="torchvision", default=None, metavar="PATH",
                      help="start resnet18 from ImageNet weights: torch's hub cache, the file PATH, or 'download'")
@@ -151,7 +152,7 @@ from pathlib import Path
 from .experiment import resolve, check_data_options, fingerprint
 from .datasets import SKEW_OPTIONS
 
-_FLAGS = ("resume", "overwrite", "fail_fast", "quiet")
+_FLAGS = ("resume", "overwrite", "allow_plugin_change", "fail_fast", "quiet")
 
 def _file_plugins(p: Path, v) -> list[str]:
     "The `plugins` value `v` of the config file `p` as a list, a relative .py path read from the file's folder when the file is there."
@@ -263,7 +264,7 @@ def run_config(ns: argparse.Namespace) -> RunConfig:
     out, saved = ns.out or base.get("out"), None
     if ns.resume and out and (Path(out) / "config.json").is_file():
         saved, _ = read_config_file(str(Path(out) / "config.json"), recorded=True)
-        for k in ("out", "resume", "overwrite"): saved.pop(k, None)
+        for k in ("out", "resume", "overwrite", "allow_plugin_change"): saved.pop(k, None)   # asked for each time
         base = {**saved, **base, "algo_params": {**saved["algo_params"], **base.get("algo_params", {})},
                 "data_options": {**saved["data_options"], **base.get("data_options", {})},
                 "plugins": [*saved.get("plugins", []), *base.get("plugins", [])]}
@@ -354,8 +355,35 @@ def plugins_in_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     resumed = argv[:1] == ["run"] and "--resume" in argv
     return named, [x for out in (_flag_values(argv, "--out") if resumed else []) for x in plugins_of_run(out)]
 
+class Terminated(KeyboardInterrupt):
+    "SIGTERM (what `kill`, `timeout` and job schedulers send), turned into the orderly stop of Ctrl-C: runs stay resumable, child runs are ended."
+
+def _send_again(delay: float = 0.1):
+    "SIGTERM to this process again after `delay` seconds (from a helper thread)."
+    again = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM)); again.daemon = True; again.start()
+
+def _on_sigterm(signum, frame):
+    if frame is not None and frame.f_code.co_filename == logging.__file__:   # inside logging's lock (e.g. its fork hook): an exception
+        return _send_again()                                                # there would leave the lock held, so stop a moment later
+    raise Terminated()
+
+def _raise_again(hook):
+    "An `sys.unraisablehook` that sends SIGTERM again when `Terminated` was raised where Python drops exceptions; else calls `hook`."
+    def handle(unraisable):
+        if isinstance(unraisable.exc_value, Terminated): _send_again()
+        else: hook(unraisable)
+    return handle
+
 def main(argv: list[str]|None = None) -> int:
-    "The `fednbs` command."
+    "The `fednbs` command; SIGTERM stops it as Ctrl-C does (exit status 143 instead of 130)."
+    in_main = threading.current_thread() is threading.main_thread()   # signal handlers can be set there only
+    before, hook = (signal.signal(signal.SIGTERM, _on_sigterm), sys.unraisablehook) if in_main else (None, None)
+    if in_main: sys.unraisablehook = _raise_again(hook)
+    try: return _main(argv)
+    finally:
+        if in_main: signal.signal(signal.SIGTERM, before); sys.unraisablehook = hook
+
+def _main(argv: list[str]|None) -> int:
     logging.basicConfig(level=logging.WARNING, format="fednbs: %(message)s")
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -378,10 +406,11 @@ def main(argv: list[str]|None = None) -> int:
         return 0
     except FednbsError as e:
         print(f"fednbs: error: {e}", file=sys.stderr); return 2
-    except KeyboardInterrupt:
-        print(f"fednbs: interrupted; {interrupted_advice(argv)}", file=sys.stderr)
-        leave_now_if_busy(130)
-        return 130
+    except KeyboardInterrupt as e:
+        code, how = (143, "stopped by SIGTERM") if isinstance(e, Terminated) else (130, "interrupted")
+        print(f"fednbs: {how}; {interrupted_advice(argv)}", file=sys.stderr)
+        leave_now_if_busy(code)
+        return code
     except OSError as e:   # a file fednbs could not read or write, where no check named it first
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
         print(f"fednbs: error: cannot use{where} ({e.strerror or e}); free space on its disk or fix its permissions, then run the same command again", file=sys.stderr)

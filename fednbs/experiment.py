@@ -8,11 +8,11 @@ __all__ = ['log', 'DEFAULTS', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
            'apply_preset', 'check_device', 'check_types', 'check_out_path', 'check_hparams', 'epochs_over_iterations',
            'unused_flags', 'plugins_of_run', 'load_run_plugins', 'resolve', 'check_heldout', 'atomic_write',
            'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint',
-           'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series', 'nan_last',
-           'select_report', 'client_std', 'domain_columns', 'report_text', 'summarize', 'format_table',
+           'zip_damage', 'load_checkpoint', 'read_metrics', 'write_metrics', 'check_report_data', 'accuracy_series',
+           'nan_last', 'select_report', 'client_std', 'domain_columns', 'report_text', 'summarize', 'format_table',
            'convergence_figure', 'plot_convergence', 'median_batches', 'choose_engine', 'make_engine',
-           'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'run_experiment',
-           'stopped_text']
+           'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'method_record',
+           'method_identity', 'resumed_method', 'run_experiment', 'stopped_text']
 
 # %% ../nbs/40_experiment.ipynb #22154041
 import os, sys, re, csv, json, math, time, ast, logging, inspect, shutil, errno, typing, weakref, tokenize, zipfile
@@ -77,6 +77,7 @@ class RunConfig:
     out: str|None = None
     resume: bool = False
     overwrite: bool = False
+    allow_plugin_change: bool = False # on resume: go on although the method's plugin source changed (config.json records it)
     fail_fast: bool = False
     quiet: bool = False
     algo_params: dict = field(default_factory=dict)
@@ -379,7 +380,8 @@ def prepare_out_dir(cfg: RunConfig):
 
 # %% ../nbs/40_experiment.ipynb #57018e5b
 RESUME_FREE = ("out", "resume", "overwrite", "fail_fast", "quiet", "device", "checkpoint_every", "report", "report_window", "client_states",
-               "engine_ran", "log", "workers", "workers_per_gpu", "threads", "plugins", "cuda_graphs")  # workers, threads and graphs change the speed, not the numbers;
+               "engine_ran", "log", "workers", "workers_per_gpu", "threads", "plugins", "cuda_graphs",
+               "allow_plugin_change", "method")  # workers, threads and graphs change the speed, not the numbers;
                                                                                  # plugins where the code comes from, not what it computes
 
 def fingerprint(cfg: "RunConfig|dict") -> dict:
@@ -424,11 +426,23 @@ def save_checkpoint(path: Path, cfg: RunConfig, engine, metrics_rows: int|None =
         if (err := disk_error(path, e)) is not None: raise err from None
         raise
 
+def zip_damage(path: Path) -> str|None:
+    "What the zip archive `path` (a `torch.save` file) says is wrong with it by its own records: a member failing its CRC-32, or no archive; None when sound."
+    try:
+        with zipfile.ZipFile(path) as z: bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e: return f"not a readable zip archive: {type(e).__name__}"
+    return None if bad is None else f"its entry {bad} fails its CRC-32 check"
+
+_UNTRUSTED = "it cannot be trusted: start the run again with --overwrite (or from a backup of the run folder)"
+
 def load_checkpoint(path: Path, cfg: RunConfig, engine) -> dict:
-    "Restore `engine` from `path` after checking its digest and that it belongs to this configuration; returns what it records beside the engine."
+    "Restore `engine` from `path` after checking its digest, its zip records and that it belongs to this configuration; returns what it records beside the engine."
     digests = _digests(path)
     check(not digests or file_sha256(path) in digests, f"checkpoint {path} does not match the SHA-256 digest in {path.name}.sha256 "
-          "(its bytes changed on disk after it was written)", "it cannot be trusted: start the run again with --overwrite (or from a backup of the run folder)")
+          "(its bytes changed on disk after it was written)", _UNTRUSTED)
+    damage = zip_damage(path)
+    check(damage is None, f"checkpoint {path} is damaged ({damage})", _UNTRUSTED)
+    if not digests: log.warning(f"checkpoint {path} has no {path.name}.sha256 beside it: only its zip records (CRC-32) were checked")
     try: payload = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as e:
         raise FednbsError(f"cannot read checkpoint {path} ({type(e).__name__}); start a new run with --overwrite or another --out") from None
@@ -813,7 +827,7 @@ def log_round(writer, rnd: int, rows: list[dict], wire: dict|None = None):
     writer.flush()
 
 # %% ../nbs/40_experiment.ipynb #3f7a8814
-RUN_RECORDS = ("engine_ran",)  # what a run's config.json records beside its settings (read back, they are not settings)
+RUN_RECORDS = ("engine_ran", "method")  # what a run's config.json records beside its settings (read back, they are not settings)
 
 def engine_of_run(out) -> str|None:
     "The engine the run in folder `out` trained with (its config.json), if there is one: a resume without `--engine` keeps it."
@@ -824,6 +838,41 @@ def engine_of_run(out) -> str|None:
 def engine_ran(cfg: RunConfig, engine) -> str:
     "The engine that trains the run, as the engine reports it (`runs_as`): `--engine batched` trains an algorithm without `supports_batched` as `inprocess` does."
     return getattr(engine, "runs_as", cfg.engine)
+
+def method_record(algo: str) -> dict:
+    "Which code the method `algo` is: its name, its origin (`fednbs`, or the module that registered it) and that module's source SHA-256."
+    module = getattr(ALGORITHMS[algo], "__module__", "") or ""
+    if module == "fednbs" or module.startswith("fednbs."): return {"name": algo, "origin": "fednbs"}
+    source = getattr(sys.modules.get(module), "__file__", None)   # None: defined where no file holds it (a notebook)
+    return {"name": algo, "origin": module, "source_sha256": file_sha256(source) if source and Path(source).is_file() else None}
+
+def method_identity(record: dict) -> str:
+    "A method record as text: `name` for fednbs's own, else `name from MODULE@digest`, with the rounds at which its code changed."
+    if record.get("origin") in (None, "fednbs"): return str(record.get("name"))
+    text = f"{record.get('name')} from {record['origin']}" + (f"@{record['source_sha256'][:8]}" if record.get("source_sha256") else "")
+    changed = [str(c.get("round")) for c in record.get("changes") or [] if isinstance(c, dict)]
+    return text + (f" (code changed at round {', '.join(changed)})" if changed else "")
+
+def _same_method(a: dict, b: dict) -> bool:
+    return all(a.get(k) == b.get(k) for k in ("name", "origin", "source_sha256"))
+
+def resumed_method(saved: dict|None, cfg: RunConfig, at_round: int) -> dict:
+    "The method record of a run resumed at `at_round` (its config.json held `saved`): a change of code is refused unless `cfg.allow_plugin_change`, which records it."
+    now = method_record(cfg.algo)
+    if not isinstance(saved, dict) or "origin" not in saved: return now   # a run folder without a record: nothing to hold it to
+    changes = [c for c in saved.get("changes") or [] if isinstance(c, dict)]
+    if not _same_method(saved, now):
+        check(cfg.allow_plugin_change, f"the run in {cfg.out} was made with {method_identity(saved)}, and that code differs now "
+              f"({method_identity(now)})", "restore the plugin as the run used it, start a new run with --overwrite or another --out, "
+              "or pass --allow-plugin-change to go on with the new code (config.json records the round)")
+        changes.append({"round": at_round, "was": {k: saved.get(k) for k in ("origin", "source_sha256")}})
+    return now | ({"changes": changes} if changes else {})
+
+def _saved_config(out: Path) -> dict:
+    "The run's config.json as a dict, or {} when it is missing or unreadable (a resume checks the checkpoint instead)."
+    try: d = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError): return {}
+    return d if isinstance(d, dict) else {}
 
 def _start(cfg: RunConfig, out: Path, engine):
     "Restore a resumed run (from round 0 when it stopped before its first checkpoint) or start a fresh one; write config.json."
@@ -837,8 +886,9 @@ def _start(cfg: RunConfig, out: Path, engine):
     check(want is None or len(kept) >= want, f"{metrics_path} lost {(want or 0) - len(kept)} of the {want} rows of the {engine.round} round(s) its "
           "checkpoint holds (the file was cut or edited after that checkpoint)", "those rounds cannot be recomputed from this checkpoint: start the run "
           "again with --overwrite (or restore metrics.csv from a backup)")
+    method = resumed_method(_saved_config(out).get("method"), cfg, engine.round) if cfg.resume else method_record(cfg.algo)
     write_metrics(metrics_path, kept)
-    ran = {"engine_ran": engine_ran(cfg, engine)}   # what trained the run, beside the --engine asked for
+    ran = {"engine_ran": engine_ran(cfg, engine), "method": method}   # what trained the run, beside the --engine asked for
     atomic_write(out / "config.json", lambda p: Path(p).write_text(json.dumps({**asdict(cfg), **ran}, indent=2, sort_keys=True)))
     return len(kept)
 
@@ -915,6 +965,7 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     summary = summarize(rows, cfg, algo_cls, data.client_names, sizes={c.name: len(c.y_test) for c in data.clients})
     summary["engine_ran"] = engine_ran(cfg, engine)
     summary["plugins"] = cfg.plugins
+    summary["metrics_rows"], summary["metrics_sha256"] = len(rows), file_sha256(metrics_path)   # what compare holds metrics.csv to
     summary["seconds_per_round_this_session"] = (time.perf_counter() - t0) / max(done, 1)
     summary["wire_bytes_last_round"] = getattr(engine, "wire", {})
     summary["out"] = str(out)

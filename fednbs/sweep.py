@@ -13,7 +13,7 @@ from pathlib import Path
 from .core import *
 from .experiment import RunConfig, REPORTS, accuracy_series, read_metrics, atomic_write, resolve, fingerprint, nan_last
 from .reproduce import run_commands, command_text
-from .compare import find_runs, group_runs, summarize_groups, compare_text, write_compare, _headline, _read_json, seed_std
+from .compare import find_runs, group_runs, summarize_groups, compare_text, write_compare, headline_of, read_json_object, seed_std
 
 # %% ../nbs/45_sweep.ipynb #6ce4be2c
 def parse_grid(specs: list[str]) -> dict[str, list[str]]:
@@ -87,7 +87,7 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
              since: float|None = None, # `time.perf_counter()` the progress counts from (default: now)
              ran: int = 0) -> list[int]: # runs finished since then, before these (for the ETA)
     "Run `fednbs` once per argument list, `jobs` at a time, printing runs done / total and the ETA as each ends; the exit codes in order."
-    from fednbs.reproduce import _LAUNCH, job_env, error_line
+    from fednbs.reproduce import LAUNCH, job_env, error_line, stop_processes
     env, total = job_env(min(jobs, max(len(argvs), 1))), total or len(argvs)
     codes, running, todo, t0 = [None] * len(argvs), {}, list(enumerate(argvs)), since or time.perf_counter()
     try:
@@ -96,7 +96,7 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
                 k, argv = todo.pop(0)
                 if logs: Path(logs[k]).parent.mkdir(parents=True, exist_ok=True)
                 sink = open(logs[k], "w") if logs else subprocess.DEVNULL
-                running[k] = (subprocess.Popen([sys.executable, "-c", _LAUNCH, *argv], stdout=sink, stderr=subprocess.STDOUT, env=env), sink)
+                running[k] = (subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], stdout=sink, stderr=subprocess.STDOUT, env=env), sink)
             for k, (p, sink) in list(running.items()):
                 if p.poll() is None: continue
                 codes[k] = p.returncode; running.pop(k)
@@ -109,8 +109,7 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
                                         f"{'done' if p.returncode == 0 else 'FAILED'} {out}{why}", terminal_width(), subsequent_indent="  ",
                                         break_long_words=False, break_on_hyphens=False), flush=True)
             time.sleep(0.1)
-    finally:
-        for p, _ in running.values(): p.terminate()   # interrupted: the runs stop, their finished rounds stay (resumed next time)
+    finally: stop_processes([p for p, _ in running.values()])   # interrupted (Ctrl-C, SIGTERM): the runs stop, their finished rounds stay
     return codes
 
 # %% ../nbs/45_sweep.ipynb #b57c2aff
@@ -170,7 +169,7 @@ def run_state(out: Path, cfg: RunConfig) -> str:
     "`new`, `done` or `resume` for the folder `out` meant to hold a run of `cfg`; a run there made with other settings (or damaged) is refused."
     out = Path(out)
     if not (out / "config.json").is_file(): return "new"
-    want, have = fingerprint(resolve(cfg)), _read_json(out / "config.json")
+    want, have = fingerprint(resolve(cfg)), read_json_object(out / "config.json")
     try: have = fingerprint(have)
     except (TypeError, ValueError): raise FednbsError(f"{out / 'config.json'} is damaged (a setting is not plain JSON)") from None
     if want.get("engine") == "auto": want.pop("engine"); have.pop("engine", None)   # auto: whichever engine ran it
@@ -192,7 +191,7 @@ def _seeds(text: str) -> list[int]:
 
 def read_sweep_record(out: Path) -> dict|None:
     "The record `sweep.json` of the sweep folder `out` (grid, seeds, the flags of every run), or None when there is none or it is damaged (it is written again)."
-    try: rec = _read_json(Path(out) / "sweep.json")
+    try: rec = read_json_object(Path(out) / "sweep.json")
     except FednbsError: return None
     ok = isinstance(rec.get("run_args"), list) and all(isinstance(a, str) for a in rec["run_args"]) and isinstance(rec.get("grid"), dict)
     return rec if ok else None
@@ -201,7 +200,7 @@ def sweep_scores(cmds: list, cfgs: dict, out: Path, select: str = "val_mean") ->
     "`{point label: [validation score per seed]}` of the finished runs of a sweep in `out` (a damaged run: one `FednbsError` naming it)."
     scores = {}
     for label, seed, _ in cmds:
-        cfg = cfgs[(label, seed)]; model = _headline(cfg.algo or PRESETS.get(cfg.preset, {}).get("algo") or "fedbn")
+        cfg = cfgs[(label, seed)]; model = headline_of(cfg.algo or PRESETS.get(cfg.preset, {}).get("algo") or "fedbn")
         v = val_score(read_metrics(Path(out) / label / f"s{seed}" / "metrics.csv"), model, select)
         check(v is not None, f"run {Path(out) / label / f's{seed}'} has no validation accuracy of its model '{model}'", "add --data-option val_frac=0.1")
         scores.setdefault(label, []).append(v)
