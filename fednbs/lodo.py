@@ -13,9 +13,9 @@ from .core import *
 from .data import HELDOUT
 from .protocols import domain_of
 from .experiment import RunConfig, REPORTS, load_data, resolve
-from . import compare   # one_row_per_group and TESTS are looked up when used
-from .compare import find_runs, summarize_groups, add_baseline, compare_text, write_compare, seed_std, wrap_lines
-from .sweep import run_jobs, run_state, _seeds
+from .compare import (find_runs, summarize_groups, one_row_per_group, add_baseline, compare_text, write_compare,
+                            seed_std, wrap_lines, TESTS)
+from .sweep import run_jobs, run_state, parse_seeds
 from .reproduce import command_text
 from .study import parse_run
 
@@ -89,7 +89,7 @@ def _run_row(folder: Path, rule: str, window: int) -> dict:
     try: runs = find_runs([folder], verbose=False)
     except FednbsError as e:
         raise FednbsError(f"{folder} holds no finished run ({str(e).split(';')[0]}); run the same fednbs lodo command again: it resumes") from None
-    return compare.one_row_per_group(summarize_groups({"run": runs}, rule, window))["run"]
+    return one_row_per_group(summarize_groups({"run": runs}, rule, window))["run"]
 
 def _mean_curve(curves: list[dict]) -> dict:
     "`{round: mean}` over `curves` (`{round: (value, std)}`) of the rounds all have."
@@ -156,10 +156,10 @@ def _same_data(methods: dict, cfgs: dict):
 
 def lodo_command(ns, run_args: list[str]) -> int:
     "`fednbs lodo`: check every run, run what is missing, print and write the DG table."
-    methods, seeds = parse_methods(ns.method), _seeds(ns.seeds)
+    methods, seeds = parse_methods(ns.method), parse_seeds(ns.seeds)
     check(ns.baseline is None or ns.baseline in methods, f"--baseline {ns.baseline} is not the label of a --method",
           f"use one of {', '.join(methods)}")
-    check(ns.test in compare.TESTS, f"unknown --test '{ns.test}'", f"use one of {', '.join(compare.TESTS)}")
+    check(ns.test in TESTS, f"unknown --test '{ns.test}'", f"use one of {', '.join(TESTS)}")
     check(ns.report in REPORTS, f"unknown --report '{ns.report}'", f"use one of {', '.join(REPORTS)}")
     check(ns.jobs >= 1, f"--jobs must be 1 or more (got {ns.jobs})", "pass e.g. --jobs 2")
     check(not _holdout_in(run_args), "fednbs lodo sets the data option holdout of each run itself", "leave out holdout=")

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['SELECT', 'MAX_POINTS', 'parse_grid', 'grid_points', 'point_label', 'sweep_commands', 'val_score', 'select_point',
            'diverged_points', 'duration', 'progress_line', 'run_jobs', 'sweep_figure', 'add_sweep_parser',
-           'check_sweep_runs', 'run_state', 'read_sweep_record', 'sweep_scores', 'sweep_command']
+           'check_sweep_runs', 'run_state', 'parse_seeds', 'read_sweep_record', 'sweep_scores', 'sweep_command']
 
 # %% ../nbs/45_sweep.ipynb #74c81bcd
 import itertools, json, math, shlex, statistics, subprocess, sys, textwrap, time
@@ -182,7 +182,8 @@ def run_state(out: Path, cfg: RunConfig) -> str:
 # %% ../nbs/45_sweep.ipynb #d47ddcb7
 MAX_POINTS = 10_000   # a grid larger than this is a typo more often than a plan (each point is at least one run)
 
-def _seeds(text: str) -> list[int]:
+def parse_seeds(text: str) -> list[int]:
+    "The seeds of `--seeds` (`0,1,2`): distinct whole numbers, 0 or more."
     try: seeds = [int(s) for s in str(text).split(",") if s.strip()]
     except ValueError: raise FednbsError(f"--seeds '{text}' is not a list of whole numbers; pass e.g. --seeds 0,1,2") from None
     check(bool(seeds) and len(set(seeds)) == len(seeds) and min(seeds) >= 0, f"--seeds '{text}' must be distinct whole numbers, 0 or more",
@@ -208,7 +209,7 @@ def sweep_scores(cmds: list, cfgs: dict, out: Path, select: str = "val_mean") ->
 
 def sweep_command(ns, run_args: list[str]) -> int:
     "`fednbs sweep`: check, run what is missing (with progress), select on validation, record, draw, report the winner on test."
-    grid, seeds = parse_grid(ns.grid), _seeds(ns.seeds)
+    grid, seeds = parse_grid(ns.grid), parse_seeds(ns.seeds)
     check(ns.select in SELECT, f"unknown --select '{ns.select}'", f"use one of {', '.join(SELECT)}")
     check(ns.report in REPORTS, f"unknown --report '{ns.report}'", f"use one of {', '.join(REPORTS)}")
     check(ns.jobs >= 1, f"--jobs must be 1 or more (got {ns.jobs})", "pass e.g. --jobs 2")
