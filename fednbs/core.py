@@ -4,14 +4,15 @@
 
 # %% auto #0
 __all__ = ['OPTIONAL_MODULES', 'PLUGIN_GROUP', 'PLUGINS', 'PLUGIN_FAILURES', 'ALGORITHMS', 'DATASETS', 'MODELS', 'NORMS',
-           'ENGINES', 'COMMANDS', 'PRESETS', 'PRESET_DOCS', 'Message', 'FednbsError', 'check', 'load_plugins',
-           'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec', 'raised_where', 'load_plugin',
-           'plugins_for', 'entry_point_plugins', 'load_entry_points', 'unload_plugin', 'terminal_width', 'derive_seed',
-           'seed_everything', 'random_state', 'set_random_state', 'pack', 'unpack', 'message_nbytes', 'tree_map',
-           'tree_clone', 'all_finite', 'get_device']
+           'ENGINES', 'COMMANDS', 'PRESETS', 'PRESET_DOCS', 'SIGNATURE_COLUMN', 'Message', 'FednbsError', 'check',
+           'load_plugins', 'plugins_text', 'load_optional', 'Registry', 'register_preset', 'plugin_spec',
+           'raised_where', 'load_plugin', 'plugins_for', 'entry_point_plugins', 'load_entry_points', 'unload_plugin',
+           'plain_comment', 'fit_signature', 'terminal_width', 'derive_seed', 'seed_everything', 'random_state',
+           'set_random_state', 'pack', 'unpack', 'message_nbytes', 'tree_map', 'tree_clone', 'all_finite', 'get_device']
 
 # %% ../nbs/00_core.ipynb #b84137ce
 import hashlib, random, math, importlib, importlib.util, pkgutil, warnings, inspect, sys, os, logging, traceback, difflib
+import re, textwrap
 from pathlib import Path
 from typing import Any, Callable, Mapping
 import numpy as np
@@ -275,6 +276,33 @@ def unload_plugin(spec: str):
             else: regs[kind].items.pop(n, None); regs[kind].docs.pop(n, None)
     for m in [m for m in sys.modules if m == p["module"] or m.startswith(p["module"] + ".")]: del sys.modules[m]
 
+# %% ../nbs/00_core.ipynb #dcbea794
+SIGNATURE_COLUMN = 82   # characters a code block of the docs pages shows without a scroll bar
+
+def plain_comment(text: str) -> str:
+    "A docments comment as a code block shows it: a markdown link reduced to its text, backticks dropped."
+    return re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text).replace("`", "")
+
+def _wrap_comment(code: str, comment: str, width: int) -> list[str]:
+    "One signature line `code # comment` as lines within `width`: the comment wrapped under itself."
+    wrap = lambda w: textwrap.wrap(comment, w, break_long_words=False, break_on_hyphens=False) or [""]
+    room = width - len(code) - 3
+    if room >= 24:
+        first, *rest = wrap(room)
+        return [f"{code} # {first}"] + [f"{' ' * len(code)} # {r}" for r in rest]
+    indent = " " * (len(code) - len(code.lstrip()) + 4)
+    return [code] + [f"{indent}# {r}" for r in wrap(width - len(indent) - 2)]
+
+def fit_signature(sig: str, width: int = SIGNATURE_COLUMN) -> str:
+    "Signature text `sig` as the docs show it: comments plain, and wrapped so that each line fits `width`."
+    out = []
+    for line in sig.splitlines():
+        code, sep, comment = line.partition(" # ")
+        if not sep: out.append(line); continue
+        line = f"{code} # {plain_comment(comment)}"
+        out += [line] if len(line) <= width else _wrap_comment(code, plain_comment(comment), width)
+    return "\n".join(out)
+
 # %% ../nbs/00_core.ipynb #bf728f51
 DOC_SIGNATURE_WIDTH = 74   # parameters per line; with the 4-space indent and separators a line stays within 82
 
@@ -282,9 +310,20 @@ def __getattr__(name):
     if name != "DocRenderer": raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from nbdev.showdoc import BasicMarkdownRenderer
     class DocRenderer(BasicMarkdownRenderer):
-        "nbdev's show_doc markdown, with signatures wrapped to fit the page column."
+        "nbdev's show_doc markdown: signatures that fit the page column, a class's opened with `class`."
         def __init__(self, sym, name: str|None = None, title_level: int = 3):
             super().__init__(sym, name=name, title_level=title_level, maxline=DOC_SIGNATURE_WIDTH)
+        def _repr_markdown_(self):
+            md = super()._repr_markdown_()
+            if "#LNone" in md:   # nbdev looks a symbol's line up by its short name only
+                try: line = f"#L{inspect.getsourcelines(self.sym)[1]}"
+                except (OSError, TypeError): line = ""
+                md = md.replace("#LNone", line)
+            m = re.search(r"```python\n(.*?)\n```", md, re.S)
+            if not m: return md
+            code = m.group(1)
+            if inspect.isclass(self.sym): code = re.sub(r"^(async )?def ", "class ", code, count=1)
+            return md[:m.start(1)] + fit_signature(code) + md[m.end(1):]
     globals()["DocRenderer"] = DocRenderer
     return DocRenderer
 
