@@ -447,7 +447,7 @@ def bench_busy_pairs(argv=("--rounds", "5"), # `fednbs run` flags of each run (d
                      pairs: int = 2, configs=("inprocess", "workers", "inprocess, 2 threads"), busy=(False, True)) -> list[dict]:
     """Wall and CPU seconds of `fednbs run argv` on each engine of `configs`, in interleaved pairs, first on a quiet
     machine, then with one busy-loop process beside them. 'inprocess, 2 threads' forces the in-process engine onto two
-    intra-op threads (`Simulator(threads=2)`), as it ran before sizing them to the work."""
+    intra-op threads (`Simulator(threads=2)`), a fixed count instead of one sized to the work."""
     out = []
     with tempfile.TemporaryDirectory() as d:
         for loaded in busy:

@@ -37,7 +37,7 @@ _log = logging.getLogger("fednbs")
 
 def load_plugins(plugins: list[str] = (), # more plugins: .py files, module names or `module:function` (see `load_plugin`)
                  strict: bool = True): # False: a plugin that fails is kept in `PLUGIN_FAILURES` (named where a name is unknown), not raised
-    "Import every fednbs module (but the command line, old names and optional ones), the plugins of installed packages, and `plugins`."
+    "Import every fednbs module (but the command line and the optional ones), the plugins of installed packages, and `plugins`."
     import fednbs
     for mod in pkgutil.iter_modules(fednbs.__path__):
         if mod.name.startswith("_") or mod.name == "cli" or mod.name in OPTIONAL_MODULES: continue
@@ -57,11 +57,11 @@ def load_optional(name: str):
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] == "fednbs": raise
         raise FednbsError(f"{name} needs the package {e.name}, which is not installed; "
-                          f'install it with pip install "fednbs[{OPTIONAL_MODULES[name]}]"') from None
+                          f'install it in the fednbs clone with pip install -e ".[{OPTIONAL_MODULES[name]}]"') from None
 
 # %% ../nbs/00_core.ipynb #727db33f
 def _stale(f) -> bool:
-    "True for a factory a notebook defined in a namespace that is no longer `__main__` (another notebook ran since in this process)."
+    "True for a factory a notebook defined in an earlier `__main__` namespace (another notebook ran since in this process)."
     f = inspect.unwrap(f)
     if not (inspect.isfunction(f) or inspect.isclass(f)) and getattr(type(f), "__module__", None) == "__main__":
         f = type(f)   # an object (e.g. a norm recipe) of a notebook's class is as stale as its class

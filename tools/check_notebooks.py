@@ -38,6 +38,23 @@ For every notebook under nbs/ (or the paths given) it reports:
 - `private-show-doc`: a show_doc entry for a dunder or private name: an explicit `show_doc(X.__call__)` or
   `show_doc(_helper)`, or an exported top-level `def __getattr__` (nbdev documents top-level dunders; a module
   `__getattr__` renders as "Call self as a function.").
+- `cross-page-number`: a number in prose (3+ significant digits) that no output of its page prints but an output of
+  another page does: a page that shows our numbers renders them itself, from the committed results file both pages read.
+- `quoted-own-number`: a number in a paragraph marked quoted (`<!-- quoted -->`, or one that says another page
+  "reports" it) that an output of one of our pages prints: the quoted mark is for other people's numbers (papers);
+  ours are printed by a cell. A paragraph that names a paper (`paper`, `et al.`, `Table N`) is left alone.
+- `wide-signature`: a line of a signature as the site renders it (`fednbs.core.DocRenderer`, the renderer
+  `settings.ini` names) wider than the column; `signature-markup`: a markdown link or backticks inside a rendered
+  signature (a code block prints them as typed); `class-signature`: a class whose signature opens with `def`.
+- `wide-inline`: an inline code span or inline math wider than the column; `wide-math`: display math wider than the
+  column (its width estimated from its symbols); `wide-table`: a markdown table row whose unbreakable contents (code
+  spans, math, the longest word of each cell) are together wider than the column, so the table runs past it.
+- `broken-link`: a link to a page that does not exist, or to an anchor (`page.ipynb#anchor`, `#anchor`) that no
+  heading of that page gives (a markdown heading, or the show_doc heading of a name the page documents).
+- `pip-install`: a `pip install fednbs` command (with or without extras) where fednbs installs from a clone
+  (`git clone`, then `pip install -e .` in it, as the README shows).
+- `changelog-voice` also reads docstrings, and knows machine-load phrases ("shared with other work", "the wait for a
+  core", "a busy CPU").
 - `heading-showdoc`: a markdown cell with a heading `X` right before the cell that documents `X` (nbdev gives the
   show_doc its own heading, so the page shows the name twice, one under the other).
 
@@ -74,7 +91,12 @@ QUOTED_MARK = "<!-- quoted -->"
 QUOTED_SOURCE = re.compile(r"\bpapers?\b|\breport(?:s|ed)?\b|\bet al\.|\bTable \d", re.I)
 CHANGELOG = re.compile(r"\bused to\b|\b(?:earlier|previous|older|old) versions?\b|\bfor one (?:more )?release\b|"
                        r"\blived (?:here|there|in)\b|\bbefore moving\b|\bmoved (?:here|there|from\b|to `|into `)|"
-                       r"\bthat moved\b|\b(?:was|were|been|is) renamed\b|\brenamed (?:to|from|as)\b|\bold names?\b|\bload average\b", re.I)
+                       r"\bthat moved\b|\b(?:was|were|been|is) renamed\b|\brenamed (?:to|from|as)\b|\bold names?\b|\bload average\b|"
+                       r"\b(?:is|are) now\b|\bno longer\b|\bonce (?:gave|raised|failed|crashed|printed)\b|\bas (?:it|they) (?:ran|did|was|were) before\b|"
+                       r"\b(?:runs?|files?|checkpoints?) made before\b|\bbecame the default\b|"
+                       # the load of the machine a page was executed on is not the reader's
+                       r"\bshared with other (?:work|jobs|sessions|processes|users)\b|\bwait(?:ing)? for a core\b|\bbusy (?:CPU|machine|host)\b|"
+                       r"\bsmall, busy\b|\bother sessions?\b|\bmachine'?s load\b", re.I)
 PASSIVE = {"is", "are", "was", "were", "be", "been", "being", "get", "gets", "got", "getting"}
 SHOW_DOC = re.compile(r"\bshow_doc\(\s*([\w.]+)")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
@@ -120,6 +142,117 @@ def unbacked_numbers(md: str, printed: set[str]) -> list[str]:
         found += [m.group(1) for m in PROSE_NUMBER.finditer(para) if _sig_digits(m.group(1)) >= 3
                   and not VERSION_BEFORE.search(para[:m.start()]) and not backed(m.group(1), printed)]
     return found
+
+OUR_SOURCE = re.compile(r"\bpapers?\b|\bet al\.|\bTable \d", re.I)
+
+def page_numbers(md: str, printed: set[str], elsewhere: set[str]) -> tuple[list[str], list[str]]:
+    "Prose numbers of `md` that another page prints: (unquoted ones not printed here, quoted ones)."
+    cross, quoted = [], []
+    marked = QUOTED_MARK in md
+    for para in re.split(r"\n\s*\n", _strip_md(md)):
+        if OUR_SOURCE.search(para): continue
+        is_quoted = marked or bool(QUOTED_SOURCE.search(para))
+        for m in PROSE_NUMBER.finditer(para):
+            num = m.group(1)
+            if _sig_digits(num) < 3 or VERSION_BEFORE.search(para[:m.start()]) or backed(num, printed): continue
+            if backed(num, elsewhere): (quoted if is_quoted else cross).append(num)
+    return cross, quoted
+
+def docstrings(src: str) -> list[str]:
+    "The docstrings of the functions and classes an export cell defines."
+    if not EXPORT.search(src): return []
+    try: tree = ast.parse(_code(src))
+    except SyntaxError: return []
+    return [d for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            for d in [ast.get_docstring(n)] if d]
+
+PX_PER_CODE_CHAR, PX_PER_CHAR, PX_PER_MATH_CHAR, COLUMN_PX = 8.955, 8.3, 10.5, 749   # see the module docstring
+
+def math_width(tex: str) -> float:
+    "Estimated rendered width in pixels of LaTeX `tex`: a command counts as one symbol, a fraction as its wider part."
+    tex = re.sub(r"\\(?:left|right|big|Big|bigg|Bigg|displaystyle|mathrm|mathbf|mathcal|operatorname|text|quad|qquad)(?![A-Za-z])|\\[,;!]", " ", tex)
+    while True:
+        new = re.sub(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", lambda m: max(m.group(1), m.group(2), key=len), tex)
+        if new == tex: break
+        tex = new
+    tex = re.sub(r"\\[A-Za-z]+", "x", tex)
+    sub = len(re.findall(r"[_^]\{?[^{}\s]*\}?", tex))
+    visible = len(re.sub(r"[{}\s_^&\\]", "", tex))
+    return (visible - 0.3 * sub) * PX_PER_MATH_CHAR
+
+def wide_spans(md: str, column_px: float = COLUMN_PX) -> list[str]:
+    "Inline code, inline math and display math of markdown `md` wider than the column (tables are measured apart)."
+    text = re.sub(r"^\s*(```|~~~).*?^\s*\1", "", md, flags=re.S | re.M)
+    widest = lambda tex: max(math_width(line) for line in re.split(r"\\\\", tex))   # an aligned block breaks at \\\\
+    found = [f"display math ({round(widest(m))} px)" for m in re.findall(r"\$\$(.*?)\$\$", text, re.S) if widest(m) > column_px]
+    text = re.sub(r"\$\$.*?\$\$", "", text, flags=re.S)
+    rows = [l for l in text.splitlines() if l.lstrip().startswith("|")]
+    text = "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("|"))
+    found += [f"inline code `{c[:30]}...`" for c in re.findall(r"`([^`\n]+)`", text) if len(c) * PX_PER_CODE_CHAR > column_px]
+    found += [f"inline math ${m[:30]}...$" for m in re.findall(r"(?<![\\$])\$([^$\n]+)\$", text) if math_width(m) > column_px]
+    return found
+
+def row_width(row: str) -> float:
+    "Width in pixels a markdown table row needs at least: per cell its widest unbreakable piece, plus padding."
+    cells = [c for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
+    total = 0.0
+    for c in cells:
+        pieces = [len(x) * PX_PER_CODE_CHAR for x in re.findall(r"`([^`]+)`", c)]
+        pieces += [math_width(x) for x in re.findall(r"\$([^$]+)\$", c)]
+        words = re.sub(r"`[^`]+`|\$[^$]+\$|\]\([^)]*\)", " ", c).split()
+        pieces += [len(w) * PX_PER_CHAR for w in words]
+        total += max(pieces, default=0) + 16
+    return total
+
+def wide_table_rows(md: str, column_px: float = COLUMN_PX) -> list[str]:
+    "Rows of the markdown tables in `md` that cannot fit the column however the cells wrap."
+    text = re.sub(r"^\s*(```|~~~).*?^\s*\1", "", md, flags=re.S | re.M)
+    return [l.strip() for l in text.splitlines() if l.lstrip().startswith("|") and not re.match(r"^\s*\|[\s:|-]+\|?\s*$", l)
+            and row_width(l) > column_px]
+
+def heading_id(text: str) -> str:
+    "The identifier pandoc (Quarto) gives a heading: plain text, lower case, spaces to hyphens, leading non-letters dropped."
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"[`*]", "", text).strip().lower()
+    text = re.sub(r"[^\w\s.-]", "", text)
+    text = re.sub(r"\s+", "-", text)
+    return re.sub(r"^[^a-z]+", "", text)
+
+def page_anchors(nb: dict) -> set[str]:
+    "Anchors of a notebook's page: its markdown headings (explicit `{#id}` ones too) and its show_doc headings."
+    ids = set()
+    for c in nb["cells"]:
+        src = "".join(c.get("source", ""))
+        if c["cell_type"] == "markdown":
+            for line in _strip_fences(src).splitlines():
+                m = HEADING.match(line)
+                if not m: continue
+                explicit = re.search(r"\{#([\w.-]+)[^}]*\}\s*$", m.group(1))
+                ids.add(explicit.group(1) if explicit else heading_id(m.group(1)))
+        else:
+            ids |= {heading_id(n) for n in documented_names(src)}
+            ids |= {t.lower() for t in _showdoc_targets(src)}
+            for o in c.get("outputs", []):
+                for h in re.findall(r"^#+\s+(.+)$", "".join(o.get("data", {}).get("text/markdown", "")), re.M): ids.add(heading_id(h))
+    return ids
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+def broken_links(md: str, here: Path, anchors_of) -> list[str]:
+    "Relative links of markdown `md` (in notebook `here`) to a missing page or to an anchor its page lacks."
+    found = []
+    for target in LINK.findall(_strip_fences(md)):
+        if re.match(r"^[a-z]+:|^/|^mailto:", target): continue
+        page, _, anchor = target.partition("#")
+        dest = here if not page else (here.parent / page)
+        if page and dest.suffix == ".html":   # nbdev names a page after its notebook without the number: 31_fedco -> fedco.html
+            dest = next((f for f in sorted(dest.parent.glob("*.ipynb")) if re.sub(r"^\d+_", "", f.stem) == dest.stem), dest.with_suffix(".ipynb"))
+        if not dest.exists():
+            found.append(f"{target} (no such page)"); continue
+        if anchor and dest.suffix == ".ipynb" and anchor not in anchors_of(dest): found.append(f"{target} (no such anchor)")
+    return found
+
+PIP_FEDNBS = re.compile(r"\bpip3? install\s+(?:-[-\w]+\s+)*[\"']?fednbs\b(?!\S*\.git|\s*@\s*git\+)")   # from PyPI, not from git
 
 def changelog_phrases(text: str) -> list[str]:
     "History-telling phrases in `text` ('is used to' and 'used to' after a comma describe a use, not a past)."
@@ -315,9 +448,12 @@ def main_unions(sources: list[str]) -> list[str]:
                 if any(isinstance(m, ast.Name) and m.id in own for u in unions for m in ast.walk(u)): found.append(f"{fn.name}({name})")
     return found
 
-def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN) -> list[str]:
-    "Problems found in one notebook, one line each: `path: cell i: check: message`."
+def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN, elsewhere: set[str] = frozenset(),
+                   anchors_of=None, signatures: bool = False) -> list[str]:
+    """Problems found in one notebook, one line each: `path: cell i: check: message`. `elsewhere`: the numbers other pages
+    print; `anchors_of`: a page's anchors (for links); `signatures`: render the documented names' signatures."""
     nb, problems = json.loads(path.read_text()), []
+    anchors_of = anchors_of or (lambda f: page_anchors(json.loads(Path(f).read_text())))
     cells = nb["cells"]
     draws, images = False, 0
     printed = output_numbers(nb)
@@ -341,6 +477,13 @@ def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN
             if nums: problems.append(f"{where}: unbacked-number: {', '.join(nums[:6])} not printed by any output of this notebook: print it from a cell, or mark it quoted (name the paper, or add {QUOTED_MARK})")
             for phrase in changelog_phrases(_strip_md(src)):
                 problems.append(f"{where}: changelog-voice: {phrase!r}: describe what is, for a reader arriving today")
+            cross, quoted = page_numbers(src, printed, elsewhere)
+            if cross: problems.append(f"{where}: cross-page-number: {', '.join(cross[:6])} printed by another page, not by this one: render it here from the committed results file")
+            if quoted: problems.append(f"{where}: quoted-own-number: {', '.join(quoted[:6])} marked quoted but printed by one of our pages: print it from a cell (quoted is for papers' numbers)")
+            for what in wide_spans(src): problems.append(f"{where}: wide-inline: {what} wider than the column: shorten it or show it as a code block" if not what.startswith("display") else f"{where}: wide-math: {what} wider than the column ({COLUMN_PX} px): split the equation over lines (aligned)")
+            rows = wide_table_rows(src)
+            if rows: problems.append(f"{where}: wide-table: {len(rows)} table row(s) wider than the column however they wrap ({rows[0][:40]!r}...): shorten code spans and math in the cells")
+            for link in broken_links(src, path, anchors_of): problems.append(f"{where}: broken-link: {link}: link to a page and a heading that exist")
             for s in _sentences(src):
                 if s in seen_sentences and seen_sentences[s] != i:
                     problems.append(f"{where}: duplicate-cell: a sentence of cell {seen_sentences[s]} written again ({s[:50]!r}...): keep one")
@@ -354,6 +497,8 @@ def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN
                     problems.append(f"{where}: heading-showdoc: the section heading {name!r} is followed at once by show_doc's own heading {name!r}: drop or rename the section heading")
             continue
         if cell["cell_type"] != "code": continue
+        for doc in docstrings(src):
+            for phrase in changelog_phrases(doc): problems.append(f"{where}: changelog-voice: {phrase!r} in a docstring: describe what is")
         if docs_would_execute(src):
             problems.append(f"{where}: docs-exec: imports beside other code; move the imports into an import cell")
         if not EXPORT.search(src) and not NO_EVAL.search(src) and DRAWS.search(_code(src)): draws = True
@@ -380,10 +525,45 @@ def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN
         problems.append(f"{path}: main-signature: {where} is annotated with a union of a class this notebook defines; show_doc renders it as __main__.X: quote the annotation")
     for where in nonetype_params(code_cells):
         problems.append(f"{path}: nonetype-signature: {where} defaults to None without an annotation; show_doc prints NoneType: annotate it (`x: T|None = None`)")
+    for i, cell in enumerate(cells):
+        text = "".join(cell.get("source", "")) if cell["cell_type"] == "markdown" else "\n".join(
+            l for l in "".join(cell.get("source", "")).splitlines() if l.lstrip().startswith(("!", "#", "%")) or "pip install" in l)
+        if PIP_FEDNBS.search(text): problems.append(f"{path}: cell {i}: pip-install: {PIP_FEDNBS.search(text).group(0)!r}: fednbs installs from a clone (git clone, then pip install -e . in it)")
+    if signatures:
+        for name, md, is_class in rendered_signatures(nb):
+            problems += [f"{path}: {name}: {msg}" for msg in signature_problems(md, is_class, max_width)]
     if draws and not images: problems.append(f"{path}: no-figure: a cell draws a figure but no image output is committed; execute the notebook and commit it")
     return problems
 
-FINDING = re.compile(r"^(?P<path>.+?\.ipynb): (?:cell (?P<cell>\d+): )?(?P<kind>[\w-]+): (?P<msg>.*)$")
+def signature_problems(md: str, is_class: bool, max_width: int = COLUMN) -> list[str]:
+    "Problems of one show_doc entry as the site renders it (markdown `md`): wide lines, markup, a class shown as def."
+    m = re.search(r"```python\n(.*?)\n```", md, re.S)
+    if not m: return []
+    sig, probs = m.group(1), []
+    wide = [l for l in sig.splitlines() if len(l) > max_width]
+    if wide: probs.append(f"wide-signature: {len(wide)} line(s) wider than {max_width} characters ({wide[0].strip()[:40]!r}...): shorten the parameter's comment and explain it in the docstring")
+    if "`" in sig or re.search(r"\]\(", sig): probs.append("signature-markup: a markdown link or backticks in the signature (a code block shows them as typed): write the comment as plain text")
+    if is_class and re.match(r"\s*(?:async )?def ", sig): probs.append("class-signature: a class's signature opens with 'def': render it with fednbs.core.DocRenderer")
+    return probs
+
+def rendered_signatures(nb: dict) -> list[tuple[str, str, bool]]:
+    "(name, show_doc markdown, is a class) for each name the notebook's page documents, rendered by the site's renderer."
+    import importlib, inspect
+    from fednbs.core import DocRenderer
+    cells = ["".join(c.get("source", "")) for c in nb["cells"] if c["cell_type"] == "code"]
+    mod = next((m.group(1) for s in cells for m in [re.search(r"^#\|\s*default_exp\s+(\S+)", s, re.M)] if m), None)
+    if mod is None: return []
+    module = importlib.import_module(f"fednbs.{mod}")
+    out = []
+    for src in cells:
+        for name in [n.name for n in _auto_doc_defs(src)] + _showdoc_targets(src):
+            obj = module
+            for part in name.split("."): obj = getattr(obj, part, None)
+            if obj is None or not callable(obj) or name.split(".")[-1].startswith("_"): continue
+            out.append((name, DocRenderer(obj)._repr_markdown_(), inspect.isclass(obj)))
+    return out
+
+FINDING = re.compile(r"^(?P<path>.+?\.ipynb): (?:cell (?P<cell>\d+): |[\w.]+: )?(?P<kind>[\w-]+): (?P<msg>.*)$")
 
 def write_report(findings: list[str], files: list[Path], out: Path):
     "Every finding, per notebook and cell, as markdown."
@@ -401,18 +581,42 @@ def write_report(findings: list[str], files: list[Path], out: Path):
         lines.append("")
     out.write_text("\n".join(lines))
 
+MARKDOWN_FILES = ("README.md", "tools/README.md", "tools/fidelity/README.md")
+
+def markdown_file_problems(files: list[Path], anchors_of) -> list[str]:
+    "pip-install and broken-link findings in the project's markdown files (README, examples)."
+    found = []
+    for f in files:
+        md = f.read_text()
+        m = PIP_FEDNBS.search(md)
+        if m: found.append(f"{f}: pip-install: {m.group(0)!r}: fednbs installs from a clone (git clone, then pip install -e . in it)")
+        found += [f"{f}: broken-link: {link}: link to a page and a heading that exist" for link in broken_links(md, f, anchors_of)
+                  if not link.split(" (")[0].startswith("nbs/") or "anchor" in link]
+    return found
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("paths", nargs="*", default=["nbs"])
     p.add_argument("--max-output", type=int, default=20_000)
     p.add_argument("--max-width", type=int, default=COLUMN, help="widest code or output line the page column shows")
+    p.add_argument("--no-signatures", action="store_true", help="skip rendering the signatures (needs fednbs importable)")
     p.add_argument("--report", type=Path, help="write every finding, per notebook and cell, to this markdown file")
     p.add_argument("--self-test", action="store_true", help="check that every check fires on a bad notebook and not on a good one")
     a = p.parse_args(argv)
     if a.self_test: return self_test()
     files = sorted(f for q in map(Path, a.paths) for f in ([q] if q.is_file() else q.rglob("*.ipynb"))
                    if not any(part.startswith((".", "_")) for part in f.parts))
-    findings = [msg for f in files for msg in check_notebook(f, a.max_output, a.max_width)]
+    notebooks = {f: json.loads(f.read_text()) for f in files}
+    printed = {f: output_numbers(nb) for f, nb in notebooks.items()}
+    anchors = {}
+    def anchors_of(f):
+        f = Path(f)
+        if f not in anchors: anchors[f] = page_anchors(notebooks.get(f) or json.loads(f.read_text()))
+        return anchors[f]
+    findings = [msg for f in files for msg in check_notebook(
+        f, a.max_output, a.max_width, elsewhere=set().union(*(v for g, v in printed.items() if g != f)),
+        anchors_of=anchors_of, signatures=not a.no_signatures)]
+    findings += markdown_file_problems([Path(x) for x in MARKDOWN_FILES if Path(x).exists()] + sorted(Path("examples").glob("**/*.md")), anchors_of)
     if a.report: write_report(findings, files, a.report)
     print("\n".join(findings) or f"ok: {len(files)} notebooks")
     return 1 if findings else 0
@@ -473,9 +677,44 @@ SELF_TESTS = {
                     _nb(("code", "out = run()\ntest_eq(out, expected)\nprint(out)"), ("code", "#| export\ndef f(a, b): print(a == b)"))),
     "print-check ": (_nb(("code", "for k in keys:\n    print(k, torch.allclose(a[k], b[k]))")),
                      _nb(("code", "for k in keys:\n    assert torch.allclose(a[k], b[k]), k\n    print(k, ' '.join(names[k]) or '-')"))),
+    "cross-page-number": (_nb(("md", "FedBN reaches 61.4 ± 2.5 on PACS with fednbs."), ("code", "acc", [_res("0.70")])),
+                          _nb(("md", "FedBN reaches 61.4 ± 2.5 on PACS with fednbs."), ("code", "table", [_res("fedbn 61.4 ± 2.5")]))),
+    "quoted-own-number": (_nb(("md", "<!-- quoted -->\nThe batched engine takes 0.499 s a round."), ("code", "x", [_res("1")])),
+                          _nb(("md", "<!-- quoted -->\nThe paper's Table 2 gives 0.499 for FedBN."), ("code", "x", [_res("1")]))),
+    "changelog-voice  ": (_nb(("code", '#| export\ndef f():\n    "Runs made before auto became the default ran in process."')),
+                          _nb(("code", '#| export\ndef f():\n    "Runs in process unless the engine is given."'))),
+    "changelog-voice   ": (_nb(("md", "Measured on a 2-core CPU shared with other work, so the wall seconds are the wait for a core.")),
+                           _nb(("md", "Measured on a 2-core CPU; the CPU seconds compare, the wall seconds depend on the machine."))),
+    "wide-math": (_nb(("md", "$$\\mathcal L = \\sum_{k=1}^{K} \\frac{n_k}{n} \\Big( \\mathrm{CE}(h_k(f_k(x)), y) + \\lambda_1 \\mathrm{KL}(p_{on} \\| p_{off}) + \\lambda_2 \\mathrm{KL}(p_{off} \\| p_{on}) + \\lambda_3 \\sum_{j \\ne k} \\mathrm{CE}(h_j(f_k(x)), y) + \\lambda_4 \\|\\theta_k - \\bar\\theta\\|^2 + \\lambda_5 \\|\\phi_k\\|^2 \\Big)$$")),
+                  _nb(("md", "$$\\mathcal L = \\sum_{k=1}^{K} \\frac{n_k}{n} \\mathcal L_k$$"))),
+    "wide-inline": (_nb(("md", "Run `fednbs run --algo fedco --rounds 100 --data digits --data-option percent=0.1 --lr 0.01 --seed 3` to see it.")),
+                    _nb(("md", "Run it:\n\n```sh\nfednbs run --algo fedco --rounds 100 --data digits\n```"))),
+    "wide-table": (_nb(("md", "| step | command |\n|---|---|\n| A | `--data-option=percent=0.1,holdout=mnistm,font_images=200,font_size=28,skew=rotate,skew_severity=3` |")),
+                   _nb(("md", "| step | command |\n|---|---|\n| A | `--data-option percent=0.1` |"))),
+    "broken-link": (_nb(("md", "## Held-out domains\n\nSee [below](#held-out-domain) and [the runner](no_such_page.ipynb).")),
+                    _nb(("md", "## Held-out domains\n\nSee [below](#held-out-domains)."))),
+    "pip-install": (_nb(("md", "Install it with `pip install \"fednbs[flower]\"`.")), _nb(("md", "Clone it, then `pip install -e \".[flower]\"`."))),
     "heading-showdoc": (_nb(("md", "## FedBN\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass")),
                         _nb(("md", "## Local BatchNorm\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass"))),
 }
+
+SELF_TEST_ELSEWHERE = {"61.4", "2.5", "0.499"}   # numbers "another page" prints in the self-tests
+
+def _sig(text: str) -> str: return f"---\n\n### X\n\n```python\n{text}\n```\n\n*Doc.*"
+
+SIGNATURE_TESTS = {   # kind: (bad rendering, good rendering, the symbol is a class)
+    "wide-signature": (_sig("def run(\n    rounds:int=20, # communication rounds; each samples clients_per_round clients and trains them\n):"),
+                       _sig("def run(\n    rounds:int=20, # communication rounds; each samples clients_per_round\n                   # clients and trains them\n):"), False),
+    "signature-markup": (_sig("def run(\n    data:str='digits', # see [Datasets](07_datasets.ipynb) and `SKEW_OPTIONS`\n):"),
+                         _sig("def run(\n    data:str='digits', # see Datasets and SKEW_OPTIONS\n):"), False),
+    "class-signature": (_sig("def FedBN(\n    lr:float=0.01, # learning rate\n):"), _sig("class FedBN(\n    lr:float=0.01, # learning rate\n):"), True),
+}
+
+def markdown_problems_of(md: str) -> list[str]:
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "README.md"; f.write_text(md)
+        return markdown_file_problems([f], lambda x: set())
 
 def self_test() -> int:
     "Run every check on its bad and its good notebook; exit 1 if one misses or misfires."
@@ -486,9 +725,16 @@ def self_test() -> int:
             kind = kind.strip()
             for label, nb, want in (("bad", bad, True), ("good", good, False)):
                 f = Path(d) / f"{kind}-{label}.ipynb"; f.write_text(json.dumps(nb))
-                got = any(f": {kind}:" in m for m in check_notebook(f))
+                got = any(f": {kind}:" in m for m in check_notebook(f, elsewhere=SELF_TEST_ELSEWHERE))
                 if got != want: failed.append(f"{kind}: the {label} notebook was {'not ' if want else ''}flagged")
-    print("\n".join(failed) or f"ok: {len(SELF_TESTS)} self-tests")
+    for kind, (bad, good, is_class) in SIGNATURE_TESTS.items():
+        for label, md, want in (("bad", bad, True), ("good", good, False)):
+            got = any(m.startswith(kind + ":") for m in signature_problems(md, is_class))
+            if got != want: failed.append(f"{kind}: the {label} signature was {'not ' if want else ''}flagged")
+    bad_md = "Install with `pip install fednbs[flower]`."
+    if not markdown_problems_of(bad_md) or markdown_problems_of("Clone it, then `pip install -e \".[dev]\"`."):
+        failed.append("pip-install: the markdown file check missed or misfired")
+    print("\n".join(failed) or f"ok: {len(SELF_TESTS) + len(SIGNATURE_TESTS) + 1} self-tests")
     return 1 if failed else 0
 
 if __name__ == "__main__": sys.exit(main())
