@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['TASK_DEFAULTS', 'HPARAM_TYPES', 'HOOKS', 'LOCAL_STEP', 'EVAL_CHUNK', 'PRECISIONS', 'HOST_READS', 'Task',
-           'NonFiniteLoss', 'HParam', 'Algorithm', 'clone_state', 'StepGraph', 'accuracy_and_loss', 'mean_state',
-           'target_bn_stats', 'tiny_clients', 'ModelEntries', 'model_entries', 'check_precision', 'autocast_for',
-           'count_host_syncs', 'local_update_syncs']
+           'NonFiniteLoss', 'HParam', 'Algorithm', 'hparam_table', 'hparam_tables', 'clone_state', 'StepGraph',
+           'accuracy_and_loss', 'mean_state', 'target_bn_stats', 'tiny_clients', 'ModelEntries', 'model_entries',
+           'check_precision', 'autocast_for', 'count_host_syncs', 'local_update_syncs']
 
 # %% ../nbs/20_algorithm.ipynb #1daa2b4f
 import ast, contextlib, inspect, io, linecache, math, re, sys, textwrap, tokenize
@@ -246,6 +246,22 @@ def _signed_init(cls):
     __init__.__doc__ = f"Set {cls.__name__}'s hyper-parameters." + ("\n\nParameters\n----------\n" + "".join(
         f"{k} : {s.type.__name__}\n    {s.help}\n" for k, s in specs.items()) if specs else "")
     return __init__
+
+# %% ../nbs/20_algorithm.ipynb #08825cb0
+def hparam_table(algo: type) -> str:
+    "The hyper-parameters of `algo` as a markdown table (name, type, default, meaning), read from its declarations."
+    def row(name: str, spec: HParam) -> str:
+        meaning = (spec.help or "-").replace("|", "\\|")
+        return f"| `{name}` | {spec.type.__name__} | `{spec.default!r}` | {meaning} |"
+    rows = [row(k, s) for k, s in algo.hparam_specs().items()]
+    if not rows: return f"{algo.name} has no hyper-parameters."
+    return "| name | type | default | meaning |\n|---|---|---|---|\n" + "\n".join(rows)
+
+# %% ../nbs/20_algorithm.ipynb #39620f50
+def hparam_tables(module: str) -> str:
+    "One `hparam_table` for each algorithm registered from `module` (e.g. `fednbs.classic`), under its name."
+    algos = [(k, f) for k, f in ALGORITHMS.items.items() if isinstance(f, type) and f.__module__ == module]
+    return "\n\n".join(f"**{a.__name__}** (`--algo {k}`)\n\n{hparam_table(a)}" for k, a in algos)
 
 # %% ../nbs/20_algorithm.ipynb #96bba93e
 LOCAL_STEP = ("local_update", "train_local", "loss_fn", "make_optimizer", "new_model")  # the methods a batched promise is about

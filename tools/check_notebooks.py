@@ -594,6 +594,15 @@ def markdown_file_problems(files: list[Path], anchors_of) -> list[str]:
                   if not link.split(" (")[0].startswith("nbs/") or "anchor" in link]
     return found
 
+def navbar_version_problems(quarto: Path, settings: Path) -> list[str]:
+    "`navbar-version`: the version the site's navbar shows differs from settings.ini's."
+    if not (quarto.exists() and settings.exists()): return []
+    shown = re.search(r'text:\s*"v([\d.]+\w*)"', quarto.read_text())
+    version = re.search(r"^version\s*=\s*(\S+)", settings.read_text(), re.M)
+    if shown and version and shown.group(1) != version.group(1):
+        return [f"{quarto}: navbar-version: the navbar shows v{shown.group(1)}, settings.ini says {version.group(1)}: update the navbar"]
+    return []
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("paths", nargs="*", default=["nbs"])
@@ -616,6 +625,7 @@ def main(argv=None) -> int:
     findings = [msg for f in files for msg in check_notebook(
         f, a.max_output, a.max_width, elsewhere=set().union(*(v for g, v in printed.items() if g != f)),
         anchors_of=anchors_of, signatures=not a.no_signatures)]
+    findings += navbar_version_problems(Path("_quarto.yml"), Path("settings.ini"))
     findings += markdown_file_problems([Path(x) for x in MARKDOWN_FILES if Path(x).exists()] + sorted(Path("examples").glob("**/*.md")), anchors_of)
     if a.report: write_report(findings, files, a.report)
     print("\n".join(findings) or f"ok: {len(files)} notebooks")
