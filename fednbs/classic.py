@@ -19,6 +19,7 @@ from .algorithm import *
 @ALGORITHMS.register("fedavg", "FedAvg (McMahan et al. 2017): average every weight and BN buffer")
 class FedAvg(Algorithm):
     "FedAvg; entries selected by `bn_mode` stay local (partial aggregation)."
+    aims = ()   # a reference point: no skew of its own in view
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedavg"
     bn_mode = "none"
@@ -74,6 +75,7 @@ class FedAvg(Algorithm):
 @ALGORITHMS.register("fedbn", "FedBN (Li et al. 2021): BatchNorm layers stay local")
 class FedBN(FedAvg):
     "FedAvg with all BatchNorm state kept on the clients (`bn_mode='bn_all'`)."
+    aims = ('feature skew', 'personalised')
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedbn"
     bn_mode = "bn_all"
@@ -92,6 +94,7 @@ def proximal_term(model: nn.Module, anchor: dict[str, Tensor], squared: bool = T
 @ALGORITHMS.register("fedprox", "FedProx (Li et al. 2020): FedAvg + (mu/2)||w - w_global||^2")
 class FedProx(FedAvg):
     "FedAvg with a proximal term toward the round-start global model."
+    aims = ('label skew',)
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedprox"
     mu: float = 0.01  # proximal weight μ
@@ -110,6 +113,7 @@ class FedProx(FedAvg):
 @ALGORITHMS.register("local", "each client trains alone; nothing is shared")
 class Local(Algorithm):
     "Every client trains its own model for the same number of rounds and epochs; no communication."
+    aims = ()   # a reference point: no skew of its own in view
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"model": "the whole model (nothing is shared)"}
     uploads = {}   # nothing leaves the client
@@ -133,6 +137,7 @@ class Local(Algorithm):
 @ALGORITHMS.register("central", "centralised oracle: one model trained on all clients' data pooled")
 class Central(FedAvg):
     "One model trained on the union of the clients' training data (not federated; a reference)."
+    aims = ()   # a reference point: no skew of its own in view
     supports_batched = False  # one pooled client: nothing to stack
     name = "central"
     pooled = True

@@ -127,6 +127,7 @@ DriftCorrected.local_loss, DriftCorrected.local_update, DriftCorrected.aggregate
 @ALGORITHMS.register("scaffold", "SCAFFOLD (Karimireddy et al. 2020): control variates c, c_k correct client drift (option II)")
 class Scaffold(DriftCorrected):
     "SCAFFOLD: local steps corrected by $c - c_k$; option-II control-variate update."
+    aims = ('label skew',)
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "c": "the client control variate $c_k$"}
     uploads = {**FedAvg.uploads, "dc": "the change $\\Delta c_k$ of the client control variate"}
@@ -135,6 +136,7 @@ class Scaffold(DriftCorrected):
 @ALGORITHMS.register("feddyn", "FedDyn (Acar et al. 2021): dynamic regulariser with per-client drift h_k, server model + mean h")
 class FedDyn(DriftCorrected):
     "FedDyn, in the FedDC code's form."
+    aims = ('label skew',)
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "h": "the client's linear correction term (the running sum of its gradients)"}
     name, drift = "feddyn", "dyn"
@@ -143,6 +145,7 @@ class FedDyn(DriftCorrected):
 @ALGORITHMS.register("feddc", "FedDC (Gao et al. 2022): local drift variables h_k bridging local and global models + gradient correction G")
 class FedDC(DriftCorrected):
     "FedDC: FedDyn's drift penalty plus SCAFFOLD-style gradient correction $G - G_k$."
+    aims = ('label skew',)
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "G": "the correction of the last local update", "h": "the local drift variable $h_k$"}
     uploads = {**FedAvg.uploads, "dG": "the change $\\Delta G_k$ of the gradient correction"}

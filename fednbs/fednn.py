@@ -16,6 +16,7 @@ from .classic import FedAvg
 @ALGORITHMS.register("fednn", "FedNN (Kang et al. 2024): FedAvg + weight standardisation + AGN, with FedNN's optimiser defaults")
 class FedNN(FedAvg):
     "FedAvg on the FedNN form of the model (WS convs + AGN), with FedNN's SGD settings as defaults."
+    aims = ('feature skew',)
     name = "fednn"
     tau0: float = 5.0  # FedNN: initial AGN Gumbel-softmax temperature (linear decay to ~0 over the rounds)
     agn_eval: str = "sample"  # FedNN: AGN at evaluation: sample (Gumbel noise, the authors' code) or deterministic

@@ -131,6 +131,7 @@ class KeptMomentum:
 @ALGORITHMS.register("fedfa", "FedFA (Zhou & Konukoglu 2023): FedAvg + feature-statistics augmentation layers with cross-client variances")
 class FedFA(KeptMomentum, FedAvg):
     "FedAvg on the model with an FFA layer after every convolution block; the server sets the layers' cross-client variances."
+    aims = ('feature skew',)
     supports_batched = False  # each FFA layer draws whether to augment in Python, once per batch: its loops cannot be stacked
     name = "fedfa"
     client_state = {"local": "the model entries that never leave the client (none)", "opt": "the SGD momentum buffers (keep_momentum=True)"}
@@ -185,6 +186,7 @@ def ga_adjust(weights: Mapping[str, float], before: Mapping[str, float], after: 
 @ALGORITHMS.register("feddg_ga", "FedDG-GA (Zhang et al. 2023): FedAvg whose aggregation weights follow each client's validation generalisation gap")
 class FedDGGA(KeptMomentum, FedAvg):
     "FedAvg with weights $p_k$ moved each round toward the clients whose validation metric dropped most under the global model."
+    aims = ('unseen domains',)
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: checked below)
     name = "feddg_ga"
     client_state = {"local": "the model entries that never leave the client (none)", "opt": "the SGD momentum (keep_momentum=True)"}

@@ -76,6 +76,7 @@ def fedsr_penalties(z: Tensor, mu: Tensor, sigma: Tensor, y: Tensor, prior: Clas
 @ALGORITHMS.register("fedsr", "FedSR (Nguyen et al. 2022): FedAvg on a Gaussian representation with L2 and conditional-MI penalties")
 class FedSR(KeptMomentum, FedAvg):
     "FedAvg of a `StochasticNet` trained with FedSR's L2 and CMI penalties; each client keeps its reference distribution."
+    aims = ('unseen domains',)
     supports_batched = False  # the step samples the representation: kept in the ordinary loop
     name = "fedsr"
     fedsr_l2r: float = 0.01  # FedSR: weight of the mean L2 norm of the representation (alpha_L2R)
@@ -141,6 +142,7 @@ def gradient_alignment(grads, mean: Mapping[str, Tensor], names: list[str]) -> T
 @ALGORITHMS.register("fediir", "FedIIR (Guo et al. 2023): FedAvg + penalty aligning each client's classifier gradient with the mean over clients")
 class FedIIR(FedAvg):
     "FedAvg whose clients keep their classifier's gradient near the (smoothed) mean gradient over the clients."
+    aims = ('unseen domains',)
     supports_batched = False  # the step differentiates a gradient (double backward) after a separate gradient pass
     name = "fediir"
     iir_penalty: float = 1e-3  # FedIIR: weight lambda of the gradient alignment penalty (the code: 1e-3 on PACS)
@@ -216,6 +218,7 @@ def agreement_mask(deltas: list[Tensor], # the clients' weighted updates p_k Δ_
 @ALGORITHMS.register("fedgma", "FedGMA (Tenison et al. 2023; Bai et al.'s benchmark code): FedAvg whose server step is masked by the clients' sign agreement")
 class FedGMA(FedAvg):
     "FedAvg whose server moves each coordinate by the mean update scaled by a mask of how many clients agree on its sign."
+    aims = ('unseen domains',)
     supports_batched = True  # its clients train as FedAvg's (same numbers as one by one: the conformance kit checks it)
     name = "fedgma"
     gma_threshold: float = 0.1  # FedGMA: sign agreement tau from which a coordinate moves (the benchmark's PACS value)

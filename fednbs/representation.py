@@ -31,6 +31,7 @@ def moon_contrastive(z: Tensor, z_glob: Tensor, z_prev: Tensor, tau: float = 0.5
 @ALGORITHMS.register("moon", "MOON (Li et al. 2021): FedAvg + model-contrastive loss on the embedding (global vs previous model)")
 class MOON(FedAvg):
     "FedAvg with MOON's model-contrastive term on the penultimate embedding."
+    aims = ('label skew',)
     client_state = {"local": "the model entries that never leave the client", "prev": "the client's model of its previous round (the negative view)"}
     name = "moon"
     mu: float = 1.0  # μ: weight of the extra local term: proximal (fedprox), contrastive (moon)
@@ -79,6 +80,7 @@ def aggregate_prototypes(means: list[Tensor], counts: list[Tensor]) -> tuple[Ten
 @ALGORITHMS.register("fedproto", "FedProto (Tan et al. 2022): only class prototypes travel; CE + lam * MSE to global prototypes")
 class FedProto(Algorithm):
     "Local models regularised toward count-weighted global class prototypes; no weights are shared."
+    aims = ('label skew', 'personalised')
     client_state = {"model": "the whole model (only class prototypes are shared)"}
     uploads = {"proto": "the class prototypes of the client's embeddings and their counts"}
     name = "fedproto"
@@ -138,6 +140,7 @@ class _HeadMean(nn.Module):
 @ALGORITHMS.register("copa", "COPA (Wu & Gong 2021, Fed-CO version): shared extractor, local heads + frozen foreign heads, mean-logit prediction")
 class COPA(KeepLocal):
     "Shared feature extractor; local head trained with the other clients' frozen heads; prediction by all heads."
+    aims = ('unseen domains', 'feature skew')
     name, keep = "copa", ("last",)
     uploads = {**KeepLocal.uploads, "head": "the client's own head, for the other clients' banks"}
     lam: float = 1.0  # λ: weight of the extra local term: foreign-head CEs (copa, fedco), ‖v − w‖² (ditto), prototype distance (fedproto)
@@ -241,6 +244,7 @@ class PerturbedOptimizer:
 @ALGORITHMS.register("harmofl", "HarmoFL (Jiang et al. 2022): FFT amplitude normalisation + weight-perturbation (SAM-style) local steps")
 class HarmoFL(FedAvg):
     "FedAvg with amplitude-normalised inputs and weight-perturbed local steps."
+    aims = ('feature skew',)
     name = "harmofl"
     heldout_models = {}   # not yet: its inputs pass through the clients' amplitude normalisation, which a held-out domain lacks
     uploads = {**FedAvg.uploads, "amp": "the client's mean amplitude spectrum (first round only)"}
