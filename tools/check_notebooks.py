@@ -236,15 +236,17 @@ def page_anchors(nb: dict) -> set[str]:
                 for h in re.findall(r"^#+\s+(.+)$", "".join(o.get("data", {}).get("text/markdown", "")), re.M): ids.add(heading_id(h))
     return ids
 
+SITE_URL, SITE_ROOT = "https://fednbs.github.io/fednbs/", Path("nbs")   # settings.ini's doc_host/doc_baseurl, the notebooks
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 def broken_links(md: str, here: Path, anchors_of) -> list[str]:
     "Relative links of markdown `md` (in notebook `here`) to a missing page or to an anchor its page lacks."
     found = []
     for target in LINK.findall(_strip_fences(md)):
-        if re.match(r"^[a-z]+:|^/|^mailto:", target): continue
-        page, _, anchor = target.partition("#")
-        dest = here if not page else (here.parent / page)
+        on_site = target.startswith(SITE_URL)   # the docs site's own address: the page of nbs/ it renders
+        if re.match(r"^[a-z]+:|^/|^mailto:", target) and not on_site: continue
+        page, _, anchor = (target[len(SITE_URL):] if on_site else target).partition("#")
+        dest = here if not page else ((SITE_ROOT if on_site else here.parent) / page)
         if page and dest.suffix == ".html":   # nbdev names a page after its notebook without the number: 31_fedco -> fedco.html
             dest = next((f for f in sorted(dest.parent.glob("*.ipynb")) if re.sub(r"^\d+_", "", f.stem) == dest.stem), dest.with_suffix(".ipynb"))
         if not dest.exists():
