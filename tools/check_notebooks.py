@@ -605,6 +605,15 @@ def navbar_version_problems(quarto: Path, settings: Path) -> list[str]:
         return [f"{quarto}: navbar-version: the navbar shows v{shown.group(1)}, settings.ini says {version.group(1)}: update the navbar"]
     return []
 
+def sidebar_problems(sidebar: Path, files: list[Path]) -> list[str]:
+    "`sidebar`: a page the sidebar lists that does not exist, or a notebook of the site the sidebar leaves out."
+    if not sidebar.exists(): return []
+    listed = re.findall(r"(?:^\s*-\s*|href:\s*)([\w./-]+\.(?:ipynb|md|qmd))\s*$", sidebar.read_text(), re.M)
+    found = [f"{sidebar}: sidebar: {x} is listed but does not exist" for x in listed if not (sidebar.parent / x).exists()]
+    pages = {str(f.relative_to(sidebar.parent)) for f in files if f.is_relative_to(sidebar.parent)}
+    found += [f"{sidebar}: sidebar: {x} is not in the sidebar: add it to its section" for x in sorted(pages - set(listed))]
+    return found
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("paths", nargs="*", default=["nbs"])
@@ -628,6 +637,7 @@ def main(argv=None) -> int:
         f, a.max_output, a.max_width, elsewhere=set().union(*(v for g, v in printed.items() if g != f)),
         anchors_of=anchors_of, signatures=not a.no_signatures)]
     findings += navbar_version_problems(Path("_quarto.yml"), Path("settings.ini"))
+    if a.paths == ["nbs"]: findings += sidebar_problems(Path("nbs/sidebar.yml"), files)
     findings += markdown_file_problems([Path(x) for x in MARKDOWN_FILES if Path(x).exists()] + sorted(Path("examples").glob("**/*.md")), anchors_of)
     if a.report: write_report(findings, files, a.report)
     print("\n".join(findings) or f"ok: {len(files)} notebooks")
