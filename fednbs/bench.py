@@ -23,7 +23,7 @@ from .simulation import Simulator
 from .batched import BatchedSimulator, batched_capable
 from .parallel import WorkersSimulator
 from .state_store import DiskStates, MemoryStates
-from .experiment import check_device
+from .run_config import check_device
 
 # %% ../nbs/65_bench.ipynb #4bc63495
 def bare_evaluation(model, data: FederatedData) -> float:

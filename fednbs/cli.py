@@ -12,7 +12,9 @@ __all__ = ['NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags', 'parse_value', 
 import argparse, ast, os, sys, logging, threading, signal
 from dataclasses import fields
 from .core import *
-from .experiment import RunConfig, DEFAULTS, PRESETS, RUN_RECORDS, run_experiment, plugins_of_run
+from .core import PRESETS
+from .run_config import RunConfig, DEFAULTS, plugins_of_run
+from .experiment import RUN_RECORDS, run_experiment
 
 # %% ../nbs/61_cli.ipynb #45fbf35e
 def hparam_flags() -> dict[str, tuple]:
@@ -149,7 +151,9 @@ def config_from_args(ns: argparse.Namespace, base: dict|None = None) -> RunConfi
 import json, re, difflib, inspect
 import tomllib
 from pathlib import Path
-from .experiment import resolve, check_data_options, fingerprint
+from .run_config import resolve
+from .run_folder import fingerprint
+from .experiment import check_data_options
 from .datasets import SKEW_OPTIONS
 
 _FLAGS = ("resume", "overwrite", "allow_plugin_change", "fail_fast", "quiet")

@@ -15,8 +15,11 @@ import io, os, re, csv, inspect, json, math, statistics, textwrap
 from pathlib import Path
 from .core import *
 from .data import HELDOUT
-from .experiment import (RunConfig, REPORTS, DEFAULTS, fingerprint, is_run_dir, read_metrics, select_report, accuracy_series,
-                               load_plugins, atomic_write, report_text, client_std, domain_columns, DOMAIN, method_identity)
+from .core import load_plugins
+from .report import REPORTS, select_report, accuracy_series, report_text, client_std, domain_columns, DOMAIN
+from .run_config import RunConfig, DEFAULTS
+from .run_folder import fingerprint, is_run_dir, read_metrics, atomic_write
+from .experiment import method_identity
 from .state_store import file_sha256
 
 # %% ../nbs/63_compare.ipynb #8fb9939b

@@ -6,7 +6,7 @@
 __all__ = ['connected_components', 'first_neighbour_partition', 'cluster_means', 'finch', 'cluster_prototypes',
            'aggregate_cluster_prototypes', 'unbiased_prototypes', 'fpl_prototype_loss', 'FPL', 'consistency_mask',
            'update_distance', 'heal_weights', 'masked_aggregate', 'heal_server_step', 'new_heal_state', 'HEAL',
-           'FedHEAL', 'FPLHEAL', 'fairness_std', 'BasicBlock', 'ResNet10']
+           'FedHEAL', 'FPLHEAL', 'BasicBlock', 'ResNet10', 'fairness_std']
 
 # %% ../nbs/25_domain_skew.ipynb #4fac3031
 import math
@@ -20,6 +20,9 @@ from .aggregation import split_state
 from .algorithm import clone_state
 from .classic import FedAvg
 from .representation import class_prototypes
+from .report import fairness_std
+
+_all_ = ["fairness_std"]   # FedHEAL's fairness figure, which every run's summary reports
 
 # %% ../nbs/25_domain_skew.ipynb #981a079a
 def connected_components(link: Tensor # n×n symmetric boolean adjacency
@@ -277,15 +280,6 @@ class FPLHEAL(HEAL, FPL):
     "FPL with FedHEAL's fair server step."
     supports_batched = False  # FPL's local step (see FPL)
     name = "fplheal"
-
-# %% ../nbs/25_domain_skew.ipynb #00675fb0
-def fairness_std(accs,        # per-domain (or per-client) accuracies
-                 ddof: int = 1 # 1: the sample std of FedHEAL's code; 0: the population std
-                ) -> float:
-    "FedHEAL's fairness figure: the standard deviation of the per-domain accuracies."
-    a = torch.as_tensor(list(accs.values()) if isinstance(accs, Mapping) else list(accs), dtype=torch.float64)
-    check(len(a) > ddof, f"the standard deviation with ddof={ddof} needs more than {ddof} accuracies (got {len(a)})", "pass every domain's accuracy")
-    return float(a.var(correction=ddof).sqrt())
 
 # %% ../nbs/25_domain_skew.ipynb #1cb4c983
 class BasicBlock(nn.Module):

@@ -11,8 +11,9 @@ import json, shlex, statistics, textwrap
 from pathlib import Path
 from .core import *
 from .data import HELDOUT
-from .protocols import domain_of
-from .experiment import RunConfig, REPORTS, load_data, resolve
+from .report import REPORTS, domain_of
+from .run_config import RunConfig, resolve
+from .experiment import load_data
 from .compare import (find_runs, summarize_groups, one_row_per_group, add_baseline, compare_text, write_compare,
                             seed_std, wrap_lines, TESTS)
 from .sweep import run_jobs, run_state, parse_seeds

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['HUANG_DIGITS', 'HUANG_AUGMENTATIONS', 'HUANG_PRESETS', 'BASELINE_PRESETS', 'read_official_split', 'load_huang_digits',
-           'domain_of', 'domain_accuracies', 'domain_std', 'FedRepCNN']
+           'FedRepCNN', 'domain_of', 'domain_accuracies', 'domain_std']
 
 # %% ../nbs/27_protocols.ipynb #19f469ab
 from pathlib import Path
@@ -18,7 +18,10 @@ from .datasets import (Domain, DIGITS5, IMAGENET_MEAN, IMAGENET_STD, build_feder
                              read_mnist_raw, read_usps_raw, read_mat_pair, check_images,
                              read_images, _image_files)
 import fednbs.personalized   # FedRep, which a preset names
-from .domain_skew import fairness_std   # also registers FPL, FedHEAL, resnet10
+import fednbs.domain_skew   # FPL, FedHEAL and resnet10, which presets name
+from .report import domain_of, domain_accuracies, domain_std
+
+_all_ = ["domain_of", "domain_accuracies", "domain_std"]   # FedHEAL's per-domain figures
 
 # %% ../nbs/27_protocols.ipynb #1ee5e145
 HUANG_DIGITS = ("mnist", "usps", "svhn", "syn")
@@ -92,26 +95,6 @@ def load_huang_digits(data_dir: str|Path|None = None, seed: int = 0, size: int =
              f"{HUANG_AUGMENTATIONS[augmentation]}")
     return build_federated("huang_digits", doms, seed, o, 10, [str(i) for i in range(10)], size,
                            IMAGENET_MEAN, IMAGENET_STD, aug, notes=notes)
-
-# %% ../nbs/27_protocols.ipynb #ef0285bc
-def domain_of(client: str) -> str:
-    "The domain of a client named `<domain>` or `<domain>-<k>`."
-    head, _, tail = client.rpartition("-")
-    return head if head and tail.isdigit() else client
-
-def domain_accuracies(per_client: dict) -> dict:
-    "`{domain: mean accuracy of its clients}` of a run's `{client: accuracy}` (`per_client`)."
-    groups = {}
-    for c, a in per_client.items():
-        if a is not None: groups.setdefault(domain_of(c), []).append(a)
-    return {d: sum(v) / len(v) for d, v in groups.items()}
-
-def domain_std(per_client: dict,
-               ddof: int = 1 # 1: FedHEAL's code; 0: the population std
-              ) -> float|None:
-    "FedHEAL's fairness figure: `fairness_std` of the per-domain accuracies (None: one domain)."
-    accs = domain_accuracies(per_client)
-    return fairness_std(accs, ddof) if len(accs) > ddof else None
 
 # %% ../nbs/27_protocols.ipynb #7cf82b71
 _HUANG = dict(data="huang_digits", model="resnet10", local_epochs=10, batch_size=64,

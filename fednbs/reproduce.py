@@ -147,7 +147,7 @@ def preset_commands(name: str, # a preset name (see `fednbs reproduce`)
                     seeds=(0, 1, 2), out: str = "runs", data_dir: str|None = None, device: str = "auto",
                     plugins: list[str] = ()) -> list[list[str]]: # the --plugin of each run (a preset a plugin registers)
     "The `fednbs run` argument lists that rerun preset `name`, one per seed."
-    from fednbs.experiment import load_plugins
+    from fednbs.core import load_plugins
     load_plugins()
     check(name in PRESETS, f"unknown preset '{name}'", f"choose one of: {', '.join(sorted(PRESETS))}, or a comparison table: "
           f"{', '.join('table-' + d for d in TABLE_DATA)} (see `fednbs reproduce`), or load the plugin that registers it "
@@ -161,7 +161,7 @@ def preset_commands(name: str, # a preset name (see `fednbs reproduce`)
 def reproduce_text(width: int = 80, # wrap every line to at most this many columns
                   ) -> str:
     "What `fednbs reproduce` lists: every paper preset with the table it reproduces, then the comparison tables."
-    from fednbs.experiment import load_plugins
+    from fednbs.core import load_plugins
     load_plugins()
     out = ["paper experiments (fednbs reproduce NAME prints the commands, --run runs them):"]
     w = max([len(n) for n in PRESETS] + [16]) + 2
@@ -174,7 +174,8 @@ def reproduce_text(width: int = 80, # wrap every line to at most this many colum
 def check_commands(argvs: list[list[str]]):
     "Check every generated `fednbs run` argument list as `fednbs run` would (settings, device, output folder, data present)."
     from fednbs.cli import build_parser, config_from_args
-    from fednbs.experiment import resolve, load_data
+    from fednbs.run_config import resolve
+    from fednbs.experiment import load_data
     parser, loaded = build_parser(), set()
     for argv in argvs:
         where = argv[argv.index("--out") + 1] if "--out" in argv else command_text(argv)
@@ -217,7 +218,7 @@ def reproduce_command(ns) -> int:
     check(ns.rounds is None or ns.rounds >= 1, f"--rounds must be 1 or more (got {ns.rounds})",
           "pass e.g. --rounds 15, or leave it out for the committed table's rounds")
     check(ns.jobs >= 1, f"--jobs must be 1 or more (got {ns.jobs})", "pass e.g. --jobs 2 for two runs at once")
-    from fednbs.experiment import load_plugins
+    from fednbs.core import load_plugins
     load_plugins()
     fixed = PRESETS.get(ns.name, {}).get("seed")
     if ns.seeds is not None and fixed is not None and seeds != [fixed]:
@@ -230,7 +231,7 @@ def reproduce_command(ns) -> int:
     if not ns.run:
         print("\n".join(command_text(a, width=80) for a in argvs + [table])); return 0
     check_commands(argvs)
-    from fednbs.experiment import RUN_LOG
+    from fednbs.run_folder import RUN_LOG
     codes = run_commands(argvs, jobs=ns.jobs, logs=[Path(a[a.index("--out") + 1]) / RUN_LOG for a in argvs])
     failed = sum(c != 0 for c in codes)
     if failed:
@@ -245,7 +246,7 @@ def reproduce_command(ns) -> int:
 def collect_runs(root: str|Path, # folder with <row>/s<seed>/metrics.csv (e.g. runs/table/digits3)
                  upto: int|None = None) -> list[dict]: # keep rounds <= upto (0-based); None: all
     "Accuracy rows (`acc_*` on test and val) of every run under `root`: `[{row, seed, rows}]`."
-    from fednbs.experiment import read_metrics
+    from fednbs.run_folder import read_metrics
     out = []
     for f in sorted(Path(root).glob("*/s*/metrics.csv")):
         rows = [r for r in read_metrics(f) if r["metric"].startswith("acc_") and r["split"] in ("test", "val")
@@ -256,7 +257,7 @@ def collect_runs(root: str|Path, # folder with <row>/s<seed>/metrics.csv (e.g. r
 def aggregate(runs: list[dict], rule: str, clients: list[str], headline: dict, # row -> the model it reports (e.g. Fed-CO: fused)
               sizes: dict|None = None, window: int = 10, model: dict|None = None) -> dict: # model: row -> another model to report
     "Per row: `{client|'mean'|'pooled': (mean, std over seeds)}` of the accuracy `rule` selects."
-    from fednbs.experiment import select_report
+    from fednbs.report import select_report
     per = {}
     for run in runs:
         m = (model or {}).get(run["row"], headline[run["row"]])

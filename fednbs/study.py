@@ -11,7 +11,9 @@ __all__ = ['STUDY_KEYS', 'SWEEP_KEYS', 'STUDY_SETS', 'STUDY_PATHS', 'SUMMARY_COL
 import json, os, re, statistics, tempfile, textwrap, time
 from pathlib import Path
 from .core import *
-from .experiment import RunConfig, REPORTS, RUN_LOG, resolve, fingerprint, atomic_write
+from .report import REPORTS
+from .run_config import RunConfig, resolve
+from .run_folder import RUN_LOG, fingerprint, atomic_write
 from .reproduce import command_text
 from .compare import find_runs, summarize_groups, one_row_per_group, add_baseline, compare_text, write_compare, TESTS
 from .sweep import SELECT, grid_points, point_label, sweep_commands, sweep_scores, select_point, sweep_figure, run_jobs, run_state
@@ -239,7 +241,8 @@ def check_columns(study: dict, plan: list[dict]):
     "Refuse a study whose `columns` names a column that a dataset's table will not have (a client's or domain's name: the dataset is loaded once to learn them)."
     cols = study["columns"] or []
     if all(c in SUMMARY_COLUMNS for c in cols): return
-    from fednbs.experiment import load_data, domain_columns
+    from fednbs.report import domain_columns
+    from fednbs.experiment import load_data
     for ds in study["datasets"]:
         have, seen = list(SUMMARY_COLUMNS), set()
         for r in plan:

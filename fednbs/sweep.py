@@ -11,7 +11,9 @@ __all__ = ['SELECT', 'MAX_POINTS', 'parse_grid', 'grid_points', 'point_label', '
 import itertools, json, math, shlex, statistics, subprocess, sys, textwrap, time
 from pathlib import Path
 from .core import *
-from .experiment import RunConfig, REPORTS, accuracy_series, read_metrics, atomic_write, resolve, fingerprint, nan_last
+from .report import REPORTS, accuracy_series, nan_last
+from .run_config import RunConfig, resolve
+from .run_folder import read_metrics, atomic_write, fingerprint
 from .reproduce import run_commands, command_text
 from .compare import find_runs, group_runs, summarize_groups, compare_text, write_compare, headline_of, read_json_object, seed_std
 
