@@ -67,7 +67,7 @@ class NonFiniteLoss(RuntimeError):
 
 AIMS = {"feature skew": "clients see the same labels through different scanners, cameras or styles",
         "label skew": "clients hold different mixes of the labels (client drift)",
-        "personalised": "each client ends with a model of its own",
+        "personal models": "each client ends with a model of its own",
         "unseen domains": "the global model is built to generalise to a domain no client trains on"}
 
 HPARAM_TYPES = (bool, int, float, str)   # what a hyper-parameter may be: the command line parses its flag by this type

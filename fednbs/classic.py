@@ -75,7 +75,7 @@ class FedAvg(Algorithm):
 @ALGORITHMS.register("fedbn", "FedBN (Li et al. 2021): BatchNorm layers stay local")
 class FedBN(FedAvg):
     "FedAvg with all BatchNorm state kept on the clients (`bn_mode='bn_all'`)."
-    aims = ('feature skew', 'personalised')
+    aims = ('feature skew', 'personal models')
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "fedbn"
     bn_mode = "bn_all"

@@ -13,6 +13,7 @@ import argparse, ast, os, sys, logging, threading, signal
 from dataclasses import fields
 from .core import *
 from .core import PRESETS
+from .algorithm import methods_by_aim
 from .run_config import RunConfig, DEFAULTS, plugins_of_run
 from .experiment import RUN_RECORDS, run_experiment
 
@@ -79,7 +80,7 @@ RUN_HELP = {
               "max_val (per client, best validation accuracy: FRAug on PACS/OfficeHome), "
               "best_mean_val (best mean validation round: Fed-CO) or tail_mean (mean over the last --report-window rounds)",
     "report_window": "rounds averaged by --report tail_mean",
-    "log": "also write every round's numbers for TensorBoard into the run folder: none or tensorboard (pip install \"fednbs[tensorboard]\")",
+    "log": "also write every round's numbers for TensorBoard into the run folder: none or tensorboard (needs pip install tensorboard)",
     "preset": "a paper's experiment settings (GPU-sized; `fednbs list` describes each): {presets}",
 }
 
@@ -305,14 +306,15 @@ def doc_row(name: str, doc: str, col: int, width: int|None = None) -> str:
     return textwrap.fill(doc, width, initial_indent=f"  {name:<{col - 2}}", subsequent_indent=" " * col, break_on_hyphens=False)
 
 def capability_lines(width: int|None = None) -> list[str]:
-    "What each algorithm declares: which the batched engine stacks, which models it applies to held-out domains."
+    "What each algorithm declares: what it is for, which the batched engine stacks, which models it applies to held-out domains."
     width = width or terminal_width()
     algos = {n: ALGORITHMS[n] for n in ALGORITHMS.names()}
     stack = [n for n, a in algos.items() if a.trains_stacked()]   # declared, and not turned off by a subclass
     held = [f"{n} ({', '.join(a.heldout_models)})" for n, a in algos.items() if getattr(a, "heldout_models", {})]
     wrap = lambda head, names: textwrap.wrap(head + (", ".join(names) or "none"), width, initial_indent="  ",
                                               subsequent_indent=" " * 4, break_on_hyphens=False)
-    return (wrap("stacked by the batched engine: ", stack)
+    aims = [line for aim, names in methods_by_aim(algos).items() for line in wrap(f"for {aim}: ", names)]
+    return (aims + wrap("stacked by the batched engine: ", stack)
             + wrap("held-out domains (--data-option holdout=DOMAIN), the models applied: ", held))
 
 def list_text(width: int|None = None, # columns of the text (default: the terminal's, at most 110)

@@ -118,6 +118,7 @@ def fpl_prototype_loss(z: Tensor,      # B×d embeddings
 @ALGORITHMS.register("fpl", "FPL (Huang et al. 2023): FedAvg + contrastive/consistency terms to FINCH cluster prototypes of each class")
 class FPL(FedAvg):
     "FedAvg whose local loss pulls embeddings to their class's cluster prototypes (InfoNCE) and unbiased prototype (MSE)."
+    aims = ('feature skew',)
     supports_batched = False  # the loss needs the embedding f(x); the batched engine's stacked loop only passes logits
     name = "fpl"
     proto_tau: float = 0.02  # FPL: temperature τ of the cluster-prototype InfoNCE (authors' infoNCET)
@@ -272,12 +273,14 @@ class HEAL:
 @ALGORITHMS.register("fedheal", "FedHEAL (Chen et al. 2024): FedAvg + sign-consistency masks and distance re-weighting at the server")
 class FedHEAL(HEAL, FedAvg):
     "FedAvg with FedHEAL's fair server step."
+    aims = ('feature skew',)
     supports_batched = False  # the sign history follows float noise where a gradient is zero, which stacking reorders
     name = "fedheal"
 
 @ALGORITHMS.register("fplheal", "FPL + FedHEAL's fair server step (Chen et al. 2024)")
 class FPLHEAL(HEAL, FPL):
     "FPL with FedHEAL's fair server step."
+    aims = ('feature skew',)
     supports_batched = False  # FPL's local step (see FPL)
     name = "fplheal"
 

@@ -168,7 +168,7 @@ def open_log(cfg: RunConfig, out: Path, start: int):
     "A TensorBoard `SummaryWriter` in `out/tensorboard` that purges steps from `start` on, or None without `--log tensorboard`."
     if (getattr(cfg, "log", None) or "none") == "none": return None
     try: from torch.utils.tensorboard import SummaryWriter
-    except ImportError: raise FednbsError('--log tensorboard needs the tensorboard package; install it with pip install "fednbs[tensorboard]"') from None
+    except ImportError: raise FednbsError('--log tensorboard needs the tensorboard package; install it with pip install tensorboard') from None
     folder = out / "tensorboard"
     check(not folder.exists() or folder.is_dir(), f"{folder} is a file, not TensorBoard's folder", f"move or delete that file, or leave out --log tensorboard")
     try:

@@ -30,7 +30,7 @@ INTER = ("none", "online", "offline", "both")
 @ALGORITHMS.register("fedco", "Fed-CO: online (FedBN) + offline model per client, mutual learning, foreign-head transfer, logit-sum fusion")
 class FedCO(Algorithm):
     "Fed-CO: a FedBN-style online model and a local offline model per client that teach each other and learn from the other clients' offline heads."
-    aims = ('feature skew', 'personalised')
+    aims = ('feature skew', 'personal models')
     client_state = {"local": "the online model's BatchNorm entries", "offline": "the whole offline model (only its head is uploaded)"}
     @property
     def uploads(self) -> dict:
@@ -283,7 +283,7 @@ FedCO.aggregate, FedCO.evaluate = _aggregate, _evaluate
 @ALGORITHMS.register("fedco_labelskew", "Fed-CO label-skew configuration: no transfer, BN affine local, n_k-weighted, momentum 0.9")
 class FedCOLabelSkew(FedCO):
     "Fed-CO as in its label-skew experiments: online + offline models on plain CE, logit-sum fusion."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     name = "fedco_labelskew"
     intra = inter = "none"   # new defaults of two of FedCO's hyper-parameters (their type and help stay)
     defaults = {"weighting": "samples", "momentum": 0.9, "weight_decay": 1e-5, "batch_size": 64, "local_epochs": 5}

@@ -128,7 +128,7 @@ def frozen(module: nn.Module):
 @ALGORITHMS.register("fraug", "FRAug (Chen et al. 2023): shared embedding generator + local RTNet augment the head; local BN")
 class FRAug(Algorithm):
     "FRAug: classifier and generator averaged; RTNet, prototypes, local BN and optimiser states stay on the client."
-    aims = ('feature skew', 'personalised')
+    aims = ('feature skew', 'personal models')
     client_state = {"local": "the model entries that never leave the client", "proto": "class prototypes of the client's embeddings", "cursor": "where the client is in its shuffled batches (iterations continue across rounds)",
                     "opt": "the local optimisers' states", "rtnet": "the RTNet (never leaves the client)", "gen_local": "generator entries kept on the client"}
     @property

@@ -74,7 +74,7 @@ class KeepLocal(FedAvg):
 @ALGORITHMS.register("fedper", "FedPer (Arivazhagan et al. 2019): shared feature extractor, personal head kept local")
 class FedPer(KeepLocal):
     "FedAvg on the feature extractor; each client keeps its own head."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name, keep = "fedper", ("head",)
 
@@ -85,7 +85,7 @@ def weight_layers(model: nn.Module) -> list[nn.Module]:
 @ALGORITHMS.register("lgfedavg", "LG-FedAvg (Liang et al. 2020): local representation layers, shared (global) top layers")
 class LGFedAvg(KeepLocal):
     "FedAvg on the top `global_layers` weight layers; each client keeps everything below them (and every BatchNorm)."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     name = "lgfedavg"
     global_layers: int = 2  # LG-FedAvg: number of top linear/conv layers that are shared; the layers below stay local
@@ -133,7 +133,7 @@ class FineTuneEval:
 @ALGORITHMS.register("pfedavg", "pFedAvg: FedAvg, each client fine-tunes the global model locally before evaluation")
 class PFedAvg(FineTuneEval, FedAvg):
     "FedAvg; evaluation also reports the global model fine-tuned for `finetune_epochs` on each client."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     name = "pfedavg"
     finetune_epochs: int = 1  # local fine-tuning epochs before evaluation (pfedavg, fedbabu)
 
@@ -141,7 +141,7 @@ class PFedAvg(FineTuneEval, FedAvg):
 @ALGORITHMS.register("fedbabu", "FedBABU (Oh et al. 2022): body shared, head frozen at its random init; fine-tune before evaluation")
 class FedBABU(FineTuneEval, KeepLocal):
     "Share and train the body only; the last layer is frozen at its shared initialisation."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     name, keep, frozen = "fedbabu", ("last",), ("last",)
     finetune_epochs: int = 5  # local fine-tuning epochs before evaluation (pfedavg, fedbabu)
 
@@ -172,7 +172,7 @@ class _RoDPair(nn.Module):
 @ALGORITHMS.register("fedrod", "FedRoD (Chen & Chao 2022), linear: shared body + generic head (balanced softmax), personal linear head")
 class FedRoD(FedAvg):
     "Shared body and generic head; a local personal linear head on top."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "phead": "the personal head"}
     name = "fedrod"
@@ -218,7 +218,7 @@ class FedRoD(FedAvg):
 @ALGORITHMS.register("ditto", "Ditto (Li et al. 2021): FedAvg global model + personal model with (lam/2)||v - w||^2")
 class Ditto(FedAvg):
     "FedAvg plus a personal model per client, regularised toward the received global model."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: fednbs.batched)
     client_state = {"local": "the model entries that never leave the client", "personal": "the personalised model $v_k$"}
     name = "ditto"
@@ -272,7 +272,7 @@ PARTIALFED_VARIANTS = ("fix", "adaptive")
 @ALGORITHMS.register("partialfed", "PartialFed (Sun et al. 2021): per-layer load-global-or-keep-local; fix (local BN + head) or adaptive (learned gates)")
 class PartialFed(KeepLocal):
     "Partial initialisation: each client loads some layers from the global model and keeps the others."
-    aims = ('feature skew', 'personalised')
+    aims = ('feature skew', 'personal models')
     client_state = {"local": "the model entries that never leave the client", "own": "the client's own copy of every layer (adaptive)", "gates": "the per-layer gate logits (adaptive)"}
     name = "partialfed"
     variant: str = "fix"  # PartialFed rule: fix (keep BN and head local) or adaptive (learned per-layer gates)
@@ -339,7 +339,7 @@ PartialFed.gate_temperature, PartialFed.learn_gates, PartialFed.local_update = _
 @ALGORITHMS.register("fedrep", "FedRep (Collins et al. 2021): shared body, local head; head epochs (body frozen), then body epochs (head frozen)")
 class FedRep(KeepLocal):
     "FedAvg on the body; each client keeps its last layer, fitted with the body frozen before the body is fitted with it frozen."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     supports_batched = True  # its local loops stack in the batched engine (same numbers as one by one: checked below)
     client_state = {"local": "the head $h_k$ (last layer), plus BatchNorm with local_bn=True"}
     name, keep = "fedrep", ("last",)

@@ -80,7 +80,7 @@ def aggregate_prototypes(means: list[Tensor], counts: list[Tensor]) -> tuple[Ten
 @ALGORITHMS.register("fedproto", "FedProto (Tan et al. 2022): only class prototypes travel; CE + lam * MSE to global prototypes")
 class FedProto(Algorithm):
     "Local models regularised toward count-weighted global class prototypes; no weights are shared."
-    aims = ('label skew', 'personalised')
+    aims = ('label skew', 'personal models')
     client_state = {"model": "the whole model (only class prototypes are shared)"}
     uploads = {"proto": "the class prototypes of the client's embeddings and their counts"}
     name = "fedproto"
