@@ -7,7 +7,7 @@ __all__ = ['VGG_TO_RELU4_1', 'ADAIN_DECODER', 'ADAIN_URLS', 'CCST_MODES', 'adain
            'adain_networks', 'channel_stats', 'adain', 'to_unit', 'from_unit', 'style_transfer', 'image_styles',
            'style_bank', 'CCST', 'amplitude_interpolate', 'episodic_loss', 'FedDGELCFS']
 
-# %% ../nbs/29_style_sharing.ipynb #6eebff8d
+# %% ../nbs/29_style_sharing.ipynb #f4f65c3d
 import math
 from pathlib import Path
 from typing import Mapping
@@ -21,7 +21,7 @@ from .aggregation import split_state
 from .classic import FedAvg
 from .representation import low_freq_mask
 
-# %% ../nbs/29_style_sharing.ipynb #61850e14
+# %% ../nbs/29_style_sharing.ipynb #400476ea
 VGG_TO_RELU4_1 = (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512)  # conv widths, "M": 2×2 max-pool
 ADAIN_DECODER = (256, "U", 256, 256, 256, 128, "U", 128, 64, "U", 64, 3)      # conv widths, "U": 2× nearest upsampling
 
@@ -41,7 +41,7 @@ def adain_decoder() -> nn.Sequential:
         layers += [nn.ReflectionPad2d(1), nn.Conv2d(c, w, 3)] + ([nn.ReLU()] if i < len(ADAIN_DECODER) - 1 else []); c = w
     return nn.Sequential(*layers)
 
-# %% ../nbs/29_style_sharing.ipynb #e6b4dae4
+# %% ../nbs/29_style_sharing.ipynb #3184071f
 ADAIN_URLS = {  # the CCST authors' links (their README) to the pretrained AdaIN networks; no checksums are published
     "vgg_normalised.pth": "https://drive.google.com/uc?export=download&id=1EpkBA2K2eYILDSyPTt0fztz59UjAIpZU",
     "decoder.pth": "https://drive.google.com/uc?export=download&id=1bMfhMMwPeXnYSQI6cDWElSZxOxc6aVyr"}
@@ -72,7 +72,7 @@ def adain_networks(weights: str = "random", # 'random' (untrained, seeded), 'dow
         dec.load_state_dict(torch.load(files["decoder.pth"], map_location="cpu"))
     return enc.eval().requires_grad_(False), dec.eval().requires_grad_(False)
 
-# %% ../nbs/29_style_sharing.ipynb #7721c2c9
+# %% ../nbs/29_style_sharing.ipynb #ac2a48a7
 def channel_stats(feat: Tensor, # features (N, C, H, W)
                   pooled: bool = False, # one mean and std over every image and pixel (1, C), else one per image (N, C)
                   unbiased: bool = False, eps: float = 1e-5) -> tuple[Tensor, Tensor]:
@@ -85,7 +85,7 @@ def adain(content: Tensor, mean: Tensor, std: Tensor) -> Tensor:
     mu, sigma = channel_stats(content, unbiased=True)   # the content's own statistics: unbiased variance, as the code has it
     return (content - mu[..., None, None]) / sigma[..., None, None] * std[..., None, None] + mean[..., None, None]
 
-# %% ../nbs/29_style_sharing.ipynb #b87d24d7
+# %% ../nbs/29_style_sharing.ipynb #ecbf5c03
 def to_unit(x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     "Images `x` as three-channel RGB in [0, 1] at a side AdaIN's networks take (a multiple of 8, at least 16)."
     u = (x - lo) / (hi - lo).clamp_min(1e-12)
@@ -122,7 +122,7 @@ def image_styles(encoder: nn.Module, x: Tensor, # images in [0, 1] (`to_unit`)
     mean = s / n
     return mean[None].float(), (s2 / n - mean ** 2 + 1e-5).sqrt()[None].float()
 
-# %% ../nbs/29_style_sharing.ipynb #948e8465
+# %% ../nbs/29_style_sharing.ipynb #31ad6431
 CCST_MODES = ("overall", "single")
 
 def style_bank(message: Mapping[str, Tensor], prefix: str = "style") -> dict[str, dict[str, Tensor]]:
@@ -143,6 +143,7 @@ class CCST(FedAvg):
     ccst_alpha: float = 1.0  # CCST: stylisation strength (1: the style's statistics in full)
     ccst_single_styles: int = 0  # CCST single mode: images whose style a client shares; 0: every training image
     ccst_weights: str = "random"  # CCST: AdaIN networks: random (untrained), download, or a folder holding the two files
+    defaults = {"weighting": "uniform"}
     hparam_choices = {"ccst_mode": CCST_MODES}
     hparam_ranges = {"ccst_alpha": (0, 1)}
     uploads = {**FedAvg.uploads, "style": "the client's relu4_1 style statistics mean/std (until the server holds them)"}
@@ -222,7 +223,7 @@ class CCST(FedAvg):
             if s and c not in server["styles"]: server["styles"][c] = clone_state(s)
         return dict(server, styles=dict(sorted(server["styles"].items())))
 
-# %% ../nbs/29_style_sharing.ipynb #d46b2e98
+# %% ../nbs/29_style_sharing.ipynb #5138d2ce
 def amplitude_interpolate(x: Tensor, # images (N, C, H, W)
                           amp: Tensor, # amplitude spectra (N or 1, C, H, W), unshifted FFT layout
                           ratio: Tensor, # λ per image (N,): the weight of `amp`
@@ -242,7 +243,7 @@ def episodic_loss(model: nn.Module, x: Tensor, x_meta: Tensor, y: Tensor, # the 
     fast = {n: p if g is None else p - step * g.clamp(-clip, clip) for (n, p), g in zip(params.items(), grads)}
     return inner + loss_fn(torch.func.functional_call(model, fast, (x_meta,)), y)
 
-# %% ../nbs/29_style_sharing.ipynb #d81c6108
+# %% ../nbs/29_style_sharing.ipynb #46002ff4
 @ALGORITHMS.register("feddg_elcfs", "FedDG-ELCFS (Liu et al. 2021): shared amplitude spectra, frequency-space interpolation and an episodic meta step")
 class FedDGELCFS(FedAvg):
     "FedAvg whose clients meta-train on their images with the low-frequency amplitude of other clients' images."

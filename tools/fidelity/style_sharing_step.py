@@ -38,7 +38,7 @@ gs.PINS.update(PINS); gs.FILES.update(FILES)
 checkout = gs.checkout   # the same cache and the same rule: only `FILES`, written from the pinned commit
 
 def row(method, quantity, d):
-    print(f"  {method:11s} {quantity:64s} max |diff| {d:.1e}")
+    print(f"  {method:11s} {quantity:56s} max |diff| {d:.1e}")
     return {"method": method, "quantity": quantity, "max_abs_diff": d, "authors_commit": PINS[method][1]}
 
 def block(src: str, start: str, end: str) -> str:
@@ -63,7 +63,7 @@ def check_ccst(seed: int, source=None) -> list:
     x, _ = gs.digits(12, seed)
     u = to_unit(x, x.min(), x.max())                             # 16 px RGB in [0, 1]
     with torch.no_grad():
-        out.append(row("ccst", "relu4_1 features (their vgg[:31], our weights loaded strictly)", gs.maxdiff(enc(u), vgg(u))))
+        out.append(row("ccst", "relu4_1 features, our weights in their vgg[:31]", gs.maxdiff(enc(u), vgg(u))))
         # overall style: their calc_sum over batches, then their three closing lines
         src = (adain_dir / "mean_std_computation_effcientMem.py").read_text()
         ns = {"torch": torch}
@@ -75,23 +75,23 @@ def check_ccst(seed: int, source=None) -> list:
         ns.update(all_feat_sum=all_feat_sum, all_feat_square_sum=all_feat_square_sum, all_count=all_count)
         exec(block(src, "feat_mean = all_feat_sum / float(all_count)", "end_time = datetime.now()"), ns)
         mean, std = image_styles(enc, u, pooled=True, chunk=5)
-        out.append(row("ccst", "overall style: pooled mean of relu4_1 (12 images)", gs.maxdiff(mean, ns["feat_mean"].flatten(1))))
-        out.append(row("ccst", "overall style: pooled std of relu4_1 (12 images)", gs.maxdiff(std, ns["feat_std"].flatten(1))))
+        out.append(row("ccst", "overall style: pooled mean (12 images)", gs.maxdiff(mean, ns["feat_mean"].flatten(1))))
+        out.append(row("ccst", "overall style: pooled std (12 images)", gs.maxdiff(std, ns["feat_std"].flatten(1))))
         # single-image style: their calc_sum on one image, as CCST_SingleStyleTransfer.py computes it
         s, s2, n = ns["calc_sum"](vgg(u[:1]))
         m1 = s / float(n); sd1 = torch.sqrt(s2 / float(n) - m1 ** 2 + 1e-5)
         mine = image_styles(enc, u[:1], pooled=False)
-        out.append(row("ccst", "single-image style (mean and std of one image)", max(gs.maxdiff(mine[0], m1.flatten(1)), gs.maxdiff(mine[1], sd1.flatten(1)))))
+        out.append(row("ccst", "single-image style: mean and std", max(gs.maxdiff(mine[0], m1.flatten(1)), gs.maxdiff(mine[1], sd1.flatten(1)))))
         # AdaIN with given statistics, and the whole transfer (their `style_transfer` of CCST_OverallStyleTransfer.py)
         f = vgg(u)
-        out.append(row("ccst", "AdaIN of content features to a style (adaIN_StyleStat_ContentFeat)",
+        out.append(row("ccst", "AdaIN to given statistics",
                        gs.maxdiff(adain(f, mean, std), their_fn.adaIN_StyleStat_ContentFeat(f, [ns["feat_mean"], ns["feat_std"]]))))
         tsrc = (adain_dir / "CCST_OverallStyleTransfer.py").read_text()
         ts = {"torch": torch, "adaIN_StyleStat_ContentFeat": their_fn.adaIN_StyleStat_ContentFeat, "device": "cpu"}
         exec(block(tsrc, "def style_transfer(vgg, decoder, content, style_stat, alpha=1.0,", "parser = argparse.ArgumentParser()"), ts)
         for alpha in (1.0, 0.6):
             theirs = ts["style_transfer"](vgg, their_net.decoder, u, [ns["feat_mean"], ns["feat_std"]], alpha)
-            out.append(row("ccst", f"style transfer, decoded image (alpha = {alpha})", gs.maxdiff(style_transfer(enc, dec, u, mean, std, alpha), theirs)))
+            out.append(row("ccst", f"style transfer: decoded image, alpha = {alpha}", gs.maxdiff(style_transfer(enc, dec, u, mean, std, alpha), theirs)))
     gs.drop_modules({"net", "function"}); sys.path.remove(str(adain_dir))
     return out
 
@@ -123,13 +123,13 @@ def check_feddg_elcfs(seed: int, source=None, ccst_source=None) -> list:
     for L, ratio in ((0.003, 0.4), (0.1, 0.4), (0.25, 0.0)):   # their `ratio` is the local amplitude's weight: lambda = 1 - ratio
         theirs = ns["freq_space_interpolation"](local, amp_t, L=L, ratio=ratio)
         mine = amplitude_interpolate(torch.from_numpy(local)[None], torch.from_numpy(amp_t)[None], torch.tensor([1 - ratio], dtype=torch.float64), L)[0]
-        out.append(row("feddg_elcfs", f"interpolation, demo (L = {L}, lambda = {1 - ratio:.1f}), 0-255 scale", gs.maxdiff(mine, theirs)))
+        out.append(row("feddg_elcfs", f"interpolation, demo, L = {L}, lambda = {1 - ratio:.1f}", gs.maxdiff(mine, theirs)))
     # the training loader: source_to_target_freq (H, W, C images), L = 0, the amplitude replaced
     ld = {"np": np, "random": random}
     exec(block((repo / "dataloaders/fundus_dataloader.py").read_text(), "def low_freq_mutate_np( amp_src, amp_trg, L=0.1 ):", "\n    return src_in_trg.transpose(1, 2, 0)") + "    return src_in_trg.transpose(1, 2, 0)\n", ld)
     theirs = ld["source_to_target_freq"](local.transpose(1, 2, 0), amp_t, L=0)
     mine = amplitude_interpolate(torch.from_numpy(local)[None], torch.from_numpy(amp_t)[None], torch.ones(1), 0.0)[0]
-    out.append(row("feddg_elcfs", "interpolation, training loader (L = 0, replaced), 0-255 scale", gs.maxdiff(mine.permute(1, 2, 0), theirs)))
+    out.append(row("feddg_elcfs", "interpolation, training loader, L = 0, replaced", gs.maxdiff(mine.permute(1, 2, 0), theirs)))
     # the CCST authors' port (data/ImageLoader.py): lambda = 1 - randint(1, 10) / 10, drawn inside their function
     crepo = checkout("ccst", ccst_source)
     cp = {"np": np}
@@ -137,7 +137,7 @@ def check_feddg_elcfs(seed: int, source=None, ccst_source=None) -> list:
     np.random.seed(seed); theirs = cp["source_to_target_freq"](local.transpose(1, 2, 0), amp_t, L=0.1)
     np.random.seed(seed); lam = 1 - np.random.randint(1, 10) / 10
     mine = amplitude_interpolate(torch.from_numpy(local)[None], torch.from_numpy(amp_t)[None], torch.tensor([lam], dtype=torch.float64), 0.1)[0]
-    out.append(row("feddg_elcfs", f"interpolation, CCST port (L = 0.1, lambda = {lam:.1f}), 0-255 scale", gs.maxdiff(mine.permute(1, 2, 0), theirs)))
+    out.append(row("feddg_elcfs", f"interpolation, CCST port, L = 0.1, lambda = {lam:.1f}", gs.maxdiff(mine.permute(1, 2, 0), theirs)))
     # one episodic step: their fast-weight lines of train_ELCFS.py, on our network, the meta-test forward through an
     # adapter (their `net_current(x, fast_weights)` is torch.func.functional_call), then one SGD step
     x, x_meta, y, start = meta_batch(seed)
@@ -152,7 +152,7 @@ def check_feddg_elcfs(seed: int, source=None, ccst_source=None) -> list:
     ours = copy.deepcopy(start)
     sgd_step(ours, episodic_loss(ours, x, x_meta, y, step, clip), lr)
     print(f"  (the step moved the weights by up to {gs.maxdiff(ours.state_dict(), start.state_dict()):.1e})")
-    out.append(row("feddg_elcfs", "episodic step, train_ELCFS.py's fast weights: every entry", gs.maxdiff(ours.state_dict(), theirs.state_dict())))
+    out.append(row("feddg_elcfs", "episodic step, train_ELCFS.py's lines: every entry", gs.maxdiff(ours.state_dict(), theirs.state_dict())))
     # the CCST port's `train_meta` (federated/fed_run.py): its meta-test loss has no path to the weights
     fsrc = (crepo / "federated/fed_run.py").read_text()
     fr = {"torch": torch, "OrderedDict": OrderedDict, "copy": copy, "math": math, "print": lambda *a, **k: None}   # quiet
@@ -162,10 +162,10 @@ def check_feddg_elcfs(seed: int, source=None, ccst_source=None) -> list:
     fr["train_meta"](port, [(x, x_meta, y)], torch.optim.SGD(port.parameters(), lr=lr), nn.CrossEntropyLoss(), 1, "cpu",
                      SimpleNamespace(meta_step_size=step, clip_value=clip), 0, SimpleNamespace(log=lambda *a, **k: None))
     params = lambda m: {k: v.detach() for k, v in m.named_parameters()}
-    out.append(row("feddg_elcfs", "CCST port's train_meta against fednbs: every weight", gs.maxdiff(params(ours), params(port))))
+    out.append(row("feddg_elcfs", "CCST port's train_meta vs fednbs: every weight", gs.maxdiff(params(ours), params(port))))
     inner_only = copy.deepcopy(start)
     sgd_step(inner_only, F.cross_entropy(inner_only(x), y), lr)
-    out.append(row("feddg_elcfs", "CCST port's train_meta against the inner loss alone: every weight", gs.maxdiff(params(inner_only), params(port))))
+    out.append(row("feddg_elcfs", "CCST port's train_meta vs inner loss alone: every weight", gs.maxdiff(params(inner_only), params(port))))
     return out
 
 def main(argv=None):
