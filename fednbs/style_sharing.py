@@ -136,6 +136,7 @@ def style_bank(message: Mapping[str, Tensor], prefix: str = "style") -> dict[str
 @ALGORITHMS.register("ccst", "CCST (Chen et al. 2023): FedAvg on images restyled by AdaIN with every client's shared style")
 class CCST(FedAvg):
     "FedAvg on each client's images transferred to K styles of a bank that the clients share (AdaIN statistics only)."
+    aims = ('unseen domains', 'feature skew')
     supports_batched = False  # each client trains on its own stylised copy of its data
     name = "ccst"
     ccst_mode: str = "overall"  # CCST: overall (one style per client: pooled statistics) or single (one per shared image)
@@ -247,6 +248,7 @@ def episodic_loss(model: nn.Module, x: Tensor, x_meta: Tensor, y: Tensor, # the 
 @ALGORITHMS.register("feddg_elcfs", "FedDG-ELCFS (Liu et al. 2021): shared amplitude spectra, frequency-space interpolation and an episodic meta step")
 class FedDGELCFS(FedAvg):
     "FedAvg whose clients meta-train on their images with the low-frequency amplitude of other clients' images."
+    aims = ('unseen domains', 'feature skew')
     supports_batched = False  # the step takes a gradient inside the loss (the inner step)
     name = "feddg_elcfs"
     elcfs_share: float = 0.125  # FedDG: fraction of its training images whose amplitude spectra a client shares (the code: 1/8)
