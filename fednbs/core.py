@@ -29,7 +29,7 @@ def check(ok: bool, problem: str, fix: str):
     if not ok: raise FednbsError(f"{problem}; {fix}")
 
 # %% ../nbs/00_core.ipynb #f987eeb7
-OPTIONAL_MODULES = {"flower": "flower", "deploy": "flower"}  # module -> the pip extra it needs (provides the registry entries of its name)
+OPTIONAL_MODULES = {"flower_client": "flower", "flower_server": "flower", "flower": "flower", "deploy": "flower"}  # module -> the pip extra it needs (provides the registry entries of its name)
 PLUGIN_GROUP = "fednbs.plugins"   # the entry-point group under which a package declares its fednbs plugins
 PLUGINS: dict[str, dict] = {}     # plugins loaded in this process: spec -> {module, origin, provides: {kind: [names]}}
 PLUGIN_FAILURES: dict[str, str] = {}  # plugins that could not be loaded (a run's recorded ones, entry points): spec -> why
