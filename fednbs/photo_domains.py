@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['PACS_DOMAINS', 'PACS_CLASSES', 'AUGMENTATIONS', 'OFFICEHOME_DOMAINS', 'OFFICE_SITES', 'OFFICE_CLASSES',
-           'DOMAINNET_SITES', 'DOMAINNET_TOP10', 'find_domain_dirs', 'folder_domain', 'pacs_folder_domains',
-           'imagenet_augment', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image', 'list_domain',
-           'list_benchmark', 'load_office_caltech10', 'load_domainnet']
+           'DOMAINNET_SITES', 'DOMAINNET_TOP10', 'image_files', 'find_domain_dirs', 'folder_domain',
+           'pacs_folder_domains', 'imagenet_augment', 'load_pacs', 'load_officehome', 'FlipRotate', 'resolve_image',
+           'list_domain', 'list_benchmark', 'load_office_caltech10', 'load_domainnet']
 
 # %% ../nbs/05_photo_domains.ipynb #e01470ea
 import functools, math, pickle
@@ -27,7 +27,8 @@ PACS_CLASSES = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "perso
 _PACS_GET = ("download PACS (Li et al. 2017, https://domaingeneralization.github.io/#data, the 'kfold' images and the *_kfold.txt split files) "
              "and put it so that {root}/pacs/kfold/art_painting/dog/pic_001.jpg exists, with the split files under {root}/pacs/")
 
-def _image_files(folder: Path) -> list[Path]:
+def image_files(folder: Path) -> list[Path]:
+    "The image files (.jpg, .jpeg, .png, .bmp, any case) under `folder`, sorted."
     return sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp") and p.is_file())
 
 def _norm(s: str) -> str: return s.lower().replace(" ", "_").replace("-", "_")
@@ -46,7 +47,7 @@ def folder_domain(name: str, folder: Path, classes, split_seed: int = 0, test_fr
     files, y = [], []
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
         if _norm(sub.name) not in cls: continue
-        fs = _image_files(sub); files += fs; y += [cls[_norm(sub.name)]] * len(fs)
+        fs = image_files(sub); files += fs; y += [cls[_norm(sub.name)]] * len(fs)
     check(len(files) > 0, f"no images of the classes {list(classes)[:5]}... under {folder}", "check the folder layout <domain>/<class>/<image>")
     y = np.array(y, np.int64); tr, te = stratified_split(y, test_frac, split_seed)
     return Domain.from_files(name, [files[i] for i in tr], y[tr], [files[i] for i in te], y[te])

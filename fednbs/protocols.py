@@ -13,10 +13,11 @@ from torch import nn
 from .core import *
 from .data import FederatedData, CropFlip
 from .models import SplitModel, flat_dim
-from .datasets import (Domain, DIGITS5, IMAGENET_MEAN, IMAGENET_STD, build_federated,
-                             data_root, missing, partition_options, pick_domains, read_npz,
-                             read_mnist_raw, read_usps_raw, read_mat_pair, check_images,
-                             read_images, _image_files)
+from .dataset_files import (Domain, IMAGENET_MEAN, IMAGENET_STD, build_federated, data_root,
+                                  missing, partition_options, pick_domains, read_npz, check_images,
+                                  read_images)
+from .digits import DIGITS5, read_mnist_raw, read_usps_raw, read_mat_pair
+from .photo_domains import image_files
 import fednbs.personalized   # FedRep, which a preset names
 import fednbs.domain_skew   # FPL, FedHEAL and resnet10, which presets name
 from .report import domain_of, domain_accuracies, domain_std
@@ -38,7 +39,7 @@ def _image_folder_split(folder: Path) -> tuple|None:
         if not root.is_dir(): return None
         files, y = [], []
         for sub in sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit()):
-            fs = _image_files(sub); files += fs; y += [int(sub.name)] * len(fs)
+            fs = image_files(sub); files += fs; y += [int(sub.name)] * len(fs)
         check(len(files) > 0, f"{root} holds no images in digit folders 0-9",
               "lay SYN out as <data_dir>/syn/{train,val}/<digit>/*.png")
         out += [read_images(files, 32), np.array(y, np.int64)]

@@ -79,6 +79,7 @@ for _name, _doc, _settings in [
 def apply_preset(cfg: RunConfig) -> RunConfig:
     "`cfg` with the settings of its preset filled in where the user gave none."
     if cfg.preset is None: return cfg
+    if cfg.preset not in PRESETS: load_plugins()   # the presets of every fednbs module and installed plugin
     check(cfg.preset in PRESETS, f"unknown preset '{cfg.preset}'", f"choose one of: {', '.join(sorted(PRESETS))}, "
           f"or load the plugin that registers it with --plugin ({plugins_text()})")
     kw = asdict(cfg)

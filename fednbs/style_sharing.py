@@ -155,6 +155,7 @@ class CCST(FedAvg):
         check(0 <= self.ccst_alpha <= 1, f"ccst_alpha must be in [0, 1] (got {self.ccst_alpha})", "pass --ccst-alpha 1")
         check(self.ccst_k >= 0 and self.ccst_single_styles >= 0, f"ccst_k and ccst_single_styles must be >= 0 (got {self.ccst_k}, {self.ccst_single_styles})",
               "pass --ccst-k 0 (every client's style) and --ccst-single-styles 0 (every image)")
+        if self.ccst_weights not in ("random", "download"): adain_weight_files(self.ccst_weights)   # refused before any run
 
     def style_nets(self) -> tuple[nn.Module, nn.Module]:
         "The frozen AdaIN encoder and decoder (the same on every client), built once."
