@@ -71,7 +71,7 @@ So 82 characters show without a scroll bar, in both.
 Exit status 1 when anything is reported.
 Usage: python tools/check_notebooks.py [--max-output N] [--max-width N] [--report FILE] [--self-test] [paths...]
 """
-import argparse, ast, json, re, sys
+import argparse, ast, collections, json, re, sys
 from pathlib import Path
 
 DRAWS = re.compile(r"\bplt\.|\bplot_\w+\(|\.imshow\(|\bshow_\w*figure\w*\(|\bdraw_\w+\(")
@@ -633,8 +633,10 @@ def main(argv=None) -> int:
         f = Path(f)
         if f not in anchors: anchors[f] = page_anchors(notebooks.get(f) or json.loads(f.read_text()))
         return anchors[f]
+    pages_printing = collections.Counter(n for nums in printed.values() for n in nums)   # number -> pages that print it
+    elsewhere = lambda f: {n for n, k in pages_printing.items() if k > (n in printed[f])}
     findings = [msg for f in files for msg in check_notebook(
-        f, a.max_output, a.max_width, elsewhere=set().union(*(v for g, v in printed.items() if g != f)),
+        f, a.max_output, a.max_width, elsewhere=elsewhere(f),
         anchors_of=anchors_of, signatures=not a.no_signatures)]
     findings += navbar_version_problems(Path("_quarto.yml"), Path("settings.ini"))
     if a.paths == ["nbs"]: findings += sidebar_problems(Path("nbs/sidebar.yml"), files)
