@@ -288,7 +288,7 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     algo_cls = ALGORITHMS[cfg.algo]
     from tqdm import tqdm   # a text bar on stderr: no widget library needed in Jupyter
     bar = tqdm(total=cfg.rounds, initial=engine.round, desc=f"{cfg.algo} on {cfg.data}", unit="round", disable=cfg.quiet, file=sys.stderr)
-    t0, done = time.perf_counter(), 0
+    t0, cpu0, done = time.perf_counter(), time.process_time(), 0
     saved = engine.round if cfg.resume and ckpt.exists() else None   # the round the last checkpoint continues at
     sizes = {(c.name, s): len(getattr(c, f"y_{s}")) for c in [*data.clients, *data.heldout] for s in ("test", "val")
              if getattr(c, f"y_{s}") is not None}   # examples per client and split: a NaN accuracy with none is no divergence
@@ -317,6 +317,7 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     summary["plugins"] = cfg.plugins
     summary["metrics_rows"], summary["metrics_sha256"] = len(rows), file_sha256(metrics_path)   # what compare holds metrics.csv to
     summary["seconds_per_round_this_session"] = (time.perf_counter() - t0) / max(done, 1)
+    summary["cpu_seconds_per_round_this_session"] = (time.process_time() - cpu0) / max(done, 1)   # this process's cores
     summary["wire_bytes_last_round"] = getattr(engine, "wire", {})
     summary["out"] = str(out)
     atomic_write(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
