@@ -6,7 +6,7 @@
 __all__ = ['GGEUR_SCALINGS', 'GGEUR_MODES', 'class_moments', 'pooled_moments', 'class_geometry', 'geometric_samples',
            'copy_parents', 'ggeur_fill', 'GGEUR']
 
-# %% ../nbs/34_ggeur.ipynb #be0e401f
+# %% ../nbs/34_ggeur.ipynb #80f23e7b
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -16,7 +16,7 @@ from .classic import FedAvg
 from .models import last_layer_split
 from .personalized import part_names
 
-# %% ../nbs/34_ggeur.ipynb #7b2cf657
+# %% ../nbs/34_ggeur.ipynb #9a223f05
 @torch.no_grad()
 def class_moments(z: Tensor, # embeddings (n, d)
                   y: Tensor, # labels (n,)
@@ -50,7 +50,7 @@ def pooled_moments(counts: Tensor, # (K, C): each client's class counts
     c = (w[..., None, None] * (cov + between)).sum(0) / tot.clamp_min(1)[:, None, None]
     return tot.to(counts.dtype), m.to(means.dtype), c.to(covs.dtype)
 
-# %% ../nbs/34_ggeur.ipynb #eecb22a8
+# %% ../nbs/34_ggeur.ipynb #c84ddd5e
 GGEUR_SCALINGS = ("code", "largest", "none")
 
 @torch.no_grad()
@@ -82,7 +82,7 @@ def copy_parents(n: int, k: int, per: int, gen: torch.Generator) -> Tensor:
     slots = torch.arange(n * per) if k >= n * per else torch.randperm(n * per, generator=gen)[:k]
     return slots // per
 
-# %% ../nbs/34_ggeur.ipynb #d7b35a84
+# %% ../nbs/34_ggeur.ipynb #af46e494
 GGEUR_MODES = ("multi", "single")
 
 def ggeur_fill(z: Tensor, y: Tensor, # the client's embeddings and labels
@@ -120,7 +120,7 @@ def ggeur_fill(z: Tensor, y: Tensor, # the client's embeddings and labels
         xs.append(out); ys.append(torch.full((len(out),), c, dtype=y.dtype, device=y.device))
     return torch.cat(xs), torch.cat(ys)
 
-# %% ../nbs/34_ggeur.ipynb #a91b1757
+# %% ../nbs/34_ggeur.ipynb #2bb3d0e1
 @ALGORITHMS.register("ggeur", "GGEUR (Ma et al. 2025): the last layer trained on embeddings filled along the global class geometry")
 class GGEUR(FedAvg):
     "FedAvg of the last layer on frozen embeddings, filled by samples along each class's global covariance."
@@ -136,7 +136,7 @@ class GGEUR(FedAvg):
     ggeur_per_sample: int = 50  # GGEUR: copies of each own embedding that the needed samples are picked among
     ggeur_softmax_loss: bool = True  # GGEUR: cross-entropy of the softmax (the code's softmax twice); False: of the logits
     ggeur_optimizer: str = "adam"  # GGEUR: adam (the code's, new each round, the run's lr) or sgd (the run's SGD settings)
-    ggeur_warmup: int = 0  # rounds of FedAvg on the whole model before the part below the last layer freezes; 0: frozen from the start
+    ggeur_warmup: int = 0  # GGEUR: rounds of FedAvg on the whole model before the part below the last layer freezes; 0: frozen from the start
     defaults = {"weighting": "uniform", "lr": 0.001, "batch_size": 16}
     hparam_choices = {"ggeur_mode": GGEUR_MODES, "ggeur_scaling": ("auto",) + GGEUR_SCALINGS,
                       "ggeur_optimizer": ("adam", "sgd")}
@@ -164,11 +164,15 @@ class GGEUR(FedAvg):
 
     def head_names(self) -> set[str]: return part_names(self.work(), "last")
 
+    def optimizer(self, params, rnd: int) -> torch.optim.Optimizer|None:
+        "A new Adam at the run's learning rate (`adam`), or None: `train_local`'s SGD with the run's settings (`sgd`)."
+        return torch.optim.Adam(params, lr=self.task.lr_at(rnd)) if self.ggeur_optimizer == "adam" else None
+
     def embed(self, model: nn.Module, x: Tensor) -> Tensor:
         "The input of `model`'s last layer for images `x` (everything before it in eval mode, no gradient)."
         return self.predict(last_layer_split(model)[0], x)
 
-# %% ../nbs/34_ggeur.ipynb #edaab67c
+# %% ../nbs/34_ggeur.ipynb #3c85f73f
 def _ggeur_server(self):
     return {**FedAvg.init_server(self), "stats": {}, "geometry": {}}
 
@@ -196,7 +200,7 @@ def _ggeur_aggregate(self, server, uploads, rnd):
 
 GGEUR.init_server, GGEUR.broadcast, GGEUR.aggregate = _ggeur_server, _ggeur_broadcast, _ggeur_aggregate
 
-# %% ../nbs/34_ggeur.ipynb #04e52f84
+# %% ../nbs/34_ggeur.ipynb #3911422a
 def _ggeur_training_set(self, data: ClientData, z: Tensor, message) -> tuple[Tensor, Tensor]:
     "The client's embeddings, filled once the geometry has arrived (built once per client and set of prototypes)."
     if "geometry/lam" not in message: return z, data.y_train
@@ -217,8 +221,10 @@ def _ggeur_training_set(self, data: ClientData, z: Tensor, message) -> tuple[Ten
     return out
 
 def _ggeur_update(self, state, message, data, rnd):
-    if rnd < self.ggeur_warmup: return FedAvg.local_update(self, state, message, data, rnd)
     model = self.load(state, message)
+    if rnd < self.ggeur_warmup:   # the whole model, cross-entropy of the logits
+        loss = self.train_local(model, data, rnd, opt=self.optimizer(model.parameters(), rnd))
+        return self.model_message("model", model.state_dict(), data), {"loss": loss}
     z = self.embed(model, data.x_train)
     up = {}
     if not float(message.get("stats_held", 0)):
@@ -226,9 +232,9 @@ def _ggeur_update(self, state, message, data, rnd):
         up = pack("stats", {"count": n, "mean": mu, "cov": cov})
     zt, yt = self.training_set(data, z, message)
     head = last_layer_split(model)[1]
-    opt = torch.optim.Adam(head.parameters(), lr=self.task.lr_at(rnd)) if self.ggeur_optimizer == "adam" else None
     loss_fn = (lambda m, x, y: F.cross_entropy(F.softmax(m(x), 1), y)) if self.ggeur_softmax_loss else None
-    loss = self.train_local(head, ClientData(data.name, zt, yt, zt[:0], yt[:0]), rnd, loss_fn=loss_fn, opt=opt)
+    loss = self.train_local(head, ClientData(data.name, zt, yt, zt[:0], yt[:0]), rnd, loss_fn=loss_fn,
+                            opt=self.optimizer(head.parameters(), rnd))
     names = self.head_names()
     last = {k: v for k, v in model.state_dict().items() if k in names}
     return {**self.model_message("model", last, data), **up}, {"loss": loss, "filled": float(len(yt))}

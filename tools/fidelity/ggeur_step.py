@@ -101,8 +101,8 @@ def main(argv=None):
     mine = geometric_samples(torch.tensor(centre)[None], torch.zeros(20000, dtype=torch.long), lam[0], vec[0],
                              torch.Generator().manual_seed(a.seed)).numpy()
     scale = float(np.sqrt(np.diag(m_gen.nearest_pos_def(cov_t.copy())).max()))
-    out.append(row("20000 draws: sample means, theirs - ours (units of the largest std)", float(np.abs(theirs.mean(0) - mine.mean(0)).max()) / scale))
-    out.append(row("20000 draws: sample covariances, theirs - ours (units of largest var)", float(np.abs(np.cov(theirs.T) - np.cov(mine.T)).max()) / scale ** 2))
+    out.append(row("20000 draws: sample means, theirs - ours (in largest std devs)", float(np.abs(theirs.mean(0) - mine.mean(0)).max()) / scale))
+    out.append(row("20000 draws: sample covariances, theirs - ours (in largest vars)", float(np.abs(np.cov(theirs.T) - np.cov(mine.T)).max()) / scale ** 2))
 
     # filling one class (multi domain, T = 50): how many embeddings, and how many of the client's own are kept
     protos = [f.mean(0) for f in feats[1:]]
