@@ -6,7 +6,7 @@
 __all__ = ['GGEUR_SCALINGS', 'GGEUR_MODES', 'class_moments', 'pooled_moments', 'class_geometry', 'geometric_samples',
            'copy_parents', 'ggeur_fill', 'GGEUR']
 
-# %% ../nbs/34_ggeur.ipynb #80f23e7b
+# %% ../nbs/34_ggeur.ipynb #4771f8ea
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -16,7 +16,7 @@ from .classic import FedAvg
 from .models import last_layer_split
 from .personalized import part_names
 
-# %% ../nbs/34_ggeur.ipynb #9a223f05
+# %% ../nbs/34_ggeur.ipynb #425a50e5
 @torch.no_grad()
 def class_moments(z: Tensor, # embeddings (n, d)
                   y: Tensor, # labels (n,)
@@ -50,7 +50,7 @@ def pooled_moments(counts: Tensor, # (K, C): each client's class counts
     c = (w[..., None, None] * (cov + between)).sum(0) / tot.clamp_min(1)[:, None, None]
     return tot.to(counts.dtype), m.to(means.dtype), c.to(covs.dtype)
 
-# %% ../nbs/34_ggeur.ipynb #c84ddd5e
+# %% ../nbs/34_ggeur.ipynb #9d74ab67
 GGEUR_SCALINGS = ("code", "largest", "none")
 
 @torch.no_grad()
@@ -82,7 +82,7 @@ def copy_parents(n: int, k: int, per: int, gen: torch.Generator) -> Tensor:
     slots = torch.arange(n * per) if k >= n * per else torch.randperm(n * per, generator=gen)[:k]
     return slots // per
 
-# %% ../nbs/34_ggeur.ipynb #af46e494
+# %% ../nbs/34_ggeur.ipynb #b571dd01
 GGEUR_MODES = ("multi", "single")
 
 def ggeur_fill(z: Tensor, y: Tensor, # the client's embeddings and labels
@@ -120,7 +120,7 @@ def ggeur_fill(z: Tensor, y: Tensor, # the client's embeddings and labels
         xs.append(out); ys.append(torch.full((len(out),), c, dtype=y.dtype, device=y.device))
     return torch.cat(xs), torch.cat(ys)
 
-# %% ../nbs/34_ggeur.ipynb #2bb3d0e1
+# %% ../nbs/34_ggeur.ipynb #e48548ee
 @ALGORITHMS.register("ggeur", "GGEUR (Ma et al. 2025): the last layer trained on embeddings filled along the global class geometry")
 class GGEUR(FedAvg):
     "FedAvg of the last layer on frozen embeddings, filled by samples along each class's global covariance."
@@ -172,7 +172,7 @@ class GGEUR(FedAvg):
         "The input of `model`'s last layer for images `x` (everything before it in eval mode, no gradient)."
         return self.predict(last_layer_split(model)[0], x)
 
-# %% ../nbs/34_ggeur.ipynb #3c85f73f
+# %% ../nbs/34_ggeur.ipynb #4ac65a18
 def _ggeur_server(self):
     return {**FedAvg.init_server(self), "stats": {}, "geometry": {}}
 
@@ -200,7 +200,7 @@ def _ggeur_aggregate(self, server, uploads, rnd):
 
 GGEUR.init_server, GGEUR.broadcast, GGEUR.aggregate = _ggeur_server, _ggeur_broadcast, _ggeur_aggregate
 
-# %% ../nbs/34_ggeur.ipynb #3911422a
+# %% ../nbs/34_ggeur.ipynb #2d915c72
 def _ggeur_training_set(self, data: ClientData, z: Tensor, message) -> tuple[Tensor, Tensor]:
     "The client's embeddings, filled once the geometry has arrived (built once per client and set of prototypes)."
     if "geometry/lam" not in message: return z, data.y_train
