@@ -14,8 +14,8 @@ from .data import HELDOUT
 from .report import REPORTS, domain_of
 from .run_config import RunConfig, resolve
 from .experiment import load_data
-from .compare import (find_runs, summarize_groups, one_row_per_group, add_baseline, compare_text, write_compare,
-                            seed_std, wrap_lines, TESTS)
+from .run_groups import find_runs, summarize_groups, one_row_per_group, add_baseline, seed_std, TESTS
+from .compare import compare_text, write_compare, wrap_lines
 from .sweep import run_jobs, run_state, parse_seeds
 from .reproduce import command_text
 from .study import parse_run

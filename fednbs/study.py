@@ -15,7 +15,8 @@ from .report import REPORTS
 from .run_config import RunConfig, resolve
 from .run_folder import RUN_LOG, fingerprint, atomic_write
 from .reproduce import command_text
-from .compare import find_runs, summarize_groups, one_row_per_group, add_baseline, compare_text, write_compare, TESTS
+from .run_groups import find_runs, summarize_groups, one_row_per_group, add_baseline, TESTS
+from .compare import compare_text, write_compare
 from .sweep import SELECT, grid_points, point_label, sweep_commands, sweep_scores, select_point, sweep_figure, run_jobs, run_state
 
 # %% ../nbs/66_study.ipynb #a244230e

@@ -7,8 +7,8 @@
 2. `table`: every row of `fednbs reproduce table-pacs` for its seeds, all at once (or `--jobs N` at a time) on the
    GPU (CUDA MPS started first when the machine has it, so that the runs' kernels share the device instead of
    taking turns), stopped at the deadline; what each run finished stays.
-   Then, per method of `--floor-rows` and precision of `--precisions`: a round beside its floor (`fednbs.bench.floor_ratio`,
-   the same arithmetic in plain PyTorch), one round under `torch.profiler` (`fednbs.bench.profile_round`), and on a GPU
+   Then, per method of `--floor-rows` and precision of `--precisions`: a round beside its floor (`fednbs.round_floors.floor_ratio`,
+   the same arithmetic in plain PyTorch), one round under `torch.profiler` (`fednbs.round_floors.profile_round`), and on a GPU
    the host synchronisations of one round caught by `torch.cuda.set_sync_debug_mode("warn")`.
 Writes OUT/speed.jsonl, OUT/floors.jsonl, OUT/pacs_acc.csv (what `fednbs.reproduce.write_results` writes) and
 OUT/pacs_runs.json.
@@ -48,7 +48,7 @@ def sync_warnings(engine) -> int:
 
 def floors(data_dir: str, device: str, rows: list[str], precisions: list[str], extra: list[str], path: Path) -> list[dict]:
     "Per row and precision: the round beside its floor, the profile of one round, and on a GPU its host synchronisations; each a line of `path` as it is measured."
-    from fednbs.bench import floor_ratio, profile_round
+    from fednbs.round_floors import floor_ratio, profile_round
     out = []
     for row in rows:
         for precision in precisions:
