@@ -16,6 +16,7 @@ from .data import ClientData, iterate_batches
 from .models import SplitModel, norm_layer, flat_dim, set_round
 from .aggregation import average_model_states, local_state_names, split_state
 from .losses import kd_kl, bank_loss, foreign_heads
+from .device import StepGraph
 from .algorithm import *
 
 # %% ../nbs/31_fedco.ipynb #c1bd97e9

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 import torch
 from .core import *
-from .algorithm import PRECISIONS
+from .device import PRECISIONS
 from .aggregation import SAMPLING
 from .parallel import available_cores
 
@@ -50,7 +50,7 @@ class RunConfig:
     workers_per_gpu: int|None = None # with --engine workers on a GPU: worker processes on each GPU (None: one per GPU)
     stack_size: int|None = None    # with --engine batched (or auto picking it): at most this many clients per stacked call (None: all)
     cuda_graphs: str|None = None   # on a GPU, full-batch training steps replayed from CUDA graphs: on (None: on) or off
-    precision: str|None = None     # what clients compute in: fp32 (None: fp32) or bf16 (autocast, `fednbs.algorithm.autocast_for`)
+    precision: str|None = None     # what clients compute in: fp32 (None: fp32) or bf16 (autocast, `fednbs.device.autocast_for`)
     threads: int|None = None       # intra-op threads of this process (None: the cores this run may use, `available_cores`)
     client_states: str|None = None # memory (a dict) or disk (one file per client, fednbs.state_store)
     device: str|None = None

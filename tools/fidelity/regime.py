@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from fednbs.core import ALGORITHMS, MODELS
 from fednbs.algorithm import NonFiniteLoss
 from fednbs.classic import FedBN
-from fednbs.fraug import next_batch
+from fednbs.fraug_parts import next_batch
 from fednbs.aggregation import split_state
 from fednbs.algorithm import clone_state
 from fednbs.models import SmallCNN, set_round
