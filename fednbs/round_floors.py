@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from .core import *
 from .data import FederatedData, iterate_batches, random_federation
 from .models import build_model
-from .algorithm import Task, EVAL_CHUNK, count_host_syncs
+from .algorithm import Task
+from .device import EVAL_CHUNK, count_host_syncs
 from .simulation import Simulator
 from .batched import BatchedSimulator
 from .run_config import check_device
