@@ -5,15 +5,15 @@
 # %% auto #0
 __all__ = ['log', 'BATCHED_ON_CPU', 'GPU_RECORDED_FROM', 'LOGS', 'RUN_RECORDS', 'median_batches', 'choose_engine', 'make_engine',
            'check_data_options', 'load_data', 'open_log', 'log_round', 'engine_of_run', 'engine_ran', 'method_record',
-           'method_identity', 'resumed_method', 'run_experiment', 'stopped_text', 'DEFAULTS', 'RunConfig',
-           'apply_preset', 'check_device', 'check_finite', 'check_types', 'check_out_path', 'check_hparams',
-           'epochs_over_iterations', 'unused_flags', 'read_run_config', 'plugins_of_run', 'load_run_plugins', 'resolve',
-           'check_heldout', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES', 'RUN_FOLDERS', 'RESUME_FREE',
-           'METRIC_FIELDS', 'atomic_write', 'is_run_dir', 'lock_run_dir', 'prepare_out_dir', 'fingerprint',
-           'check_same_settings', 'save_checkpoint', 'zip_damage', 'load_checkpoint', 'read_metrics', 'write_metrics',
-           'summarize', 'format_table', 'plot_convergence', 'REPORTS', 'AVERAGES', 'DOMAIN', 'check_report_data',
-           'accuracy_series', 'nan_last', 'select_report', 'client_std', 'domain_columns', 'report_text',
-           'convergence_figure']
+           'method_identity', 'resumed_method', 'run_experiment', 'stopped_text', 'device_text', 'DEFAULTS',
+           'RunConfig', 'apply_preset', 'check_device', 'check_finite', 'check_types', 'check_out_path',
+           'check_hparams', 'epochs_over_iterations', 'unused_flags', 'read_run_config', 'plugins_of_run',
+           'load_run_plugins', 'resolve', 'check_heldout', 'RUN_MARKER', 'LOCK_FILE', 'RUN_LOG', 'RUN_FILES',
+           'RUN_FOLDERS', 'RESUME_FREE', 'METRIC_FIELDS', 'atomic_write', 'is_run_dir', 'lock_run_dir',
+           'prepare_out_dir', 'fingerprint', 'check_same_settings', 'save_checkpoint', 'zip_damage', 'load_checkpoint',
+           'read_metrics', 'write_metrics', 'summarize', 'format_table', 'plot_convergence', 'REPORTS', 'AVERAGES',
+           'DOMAIN', 'check_report_data', 'accuracy_series', 'nan_last', 'select_report', 'client_std',
+           'domain_columns', 'report_text', 'convergence_figure']
 
 # %% ../nbs/53_experiment.ipynb #22154041
 import sys, re, json, time, inspect, shutil, logging, tokenize, zipfile
@@ -278,6 +278,11 @@ def stopped_text(out: Path, finished: int, saved: int|None) -> str:
                          "again from round 0 (--checkpoint-every 1 keeps every round)")
     return f"the run stopped before any round finished: nothing was saved ({out} holds the run's settings, config.json, and no rounds)"
 
+def device_text(dev: torch.device) -> str:
+    "What a run trained on, in words: the GPU's name, or the CPU and the threads PyTorch computes with."
+    if dev.type == "cuda": return torch.cuda.get_device_name(dev)
+    return f"{dev.type}, {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}"
+
 def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int|None) -> dict:
     if hasattr(engine, "log_path"): engine.log_path = out / "flower.log"   # Flower's and Ray's own messages, kept with the run
     if engine_ran(cfg, engine) != cfg.engine:
@@ -318,6 +323,7 @@ def _run(cfg: RunConfig, data: FederatedData, engine, out: Path, stop_after: int
     summary["metrics_rows"], summary["metrics_sha256"] = len(rows), file_sha256(metrics_path)   # what compare holds metrics.csv to
     summary["seconds_per_round_this_session"] = (time.perf_counter() - t0) / max(done, 1)
     summary["cpu_seconds_per_round_this_session"] = (time.process_time() - cpu0) / max(done, 1)   # this process's cores
+    summary["device_ran"] = device_text(check_device(cfg.device))   # what --device (auto) trained on
     summary["wire_bytes_last_round"] = getattr(engine, "wire", {})
     summary["out"] = str(out)
     atomic_write(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
