@@ -213,10 +213,14 @@ def training_footprint(model: nn.Module, batch: int, # images per training step
                 memory_bytes=state + saved / 2 * batch, train_flops_per_image=flops.get_total_flops() / 2)
 
 # %% ../nbs/62_reproduce.ipynb #9c4b81af
-def preset_needs(name: str) -> dict: # a preset name (see `fednbs reproduce`)
+def preset_needs(name: str, # a preset name (see `fednbs reproduce`)
+                 footprints: dict|None = None) -> dict: # reused footprints, by model, norm, shape and batch
     "What preset `name` needs: its model and images, the footprint of one training step, and the device."
     cfg, model, shape = preset_model(name)
-    fp = training_footprint(model, cfg.batch_size, shape)
+    key = (cfg.model, cfg.norm, shape, cfg.batch_size)
+    footprints = {} if footprints is None else footprints
+    if key not in footprints: footprints[key] = training_footprint(model, cfg.batch_size, shape)
+    fp = footprints[key]
     return dict(preset=name, model=cfg.model, norm=cfg.norm, shape=shape, batch_size=cfg.batch_size, rounds=cfg.rounds, **fp,
                 device="GPU" if fp["train_flops_per_image"] >= GPU_FLOPS_PER_IMAGE else "CPU")
 
@@ -233,13 +237,9 @@ def needs_table(names: list[str]|None = None) -> str: # presets (default: every 
     load_plugins()
     rows, made = [], {}
     for n in sorted(names or PRESETS):
-        cfg, model, shape = preset_model(n)
-        key = (cfg.model, cfg.norm, shape, cfg.batch_size)
-        if key not in made: made[key] = training_footprint(model, cfg.batch_size, shape)
-        fp = made[key]
-        rows.append(f"| {n} | {'GPU' if fp['train_flops_per_image'] >= GPU_FLOPS_PER_IMAGE else 'CPU'} | {cfg.model} "
-                    f"| {fp['params'] / 1e6:.1f} | {shape[-1]} | {cfg.batch_size} | {fp['memory_bytes'] / 2**30:.2f} "
-                    f"| {fp['train_flops_per_image'] / 1e9:.2f} | {cfg.rounds} |")
+        d = preset_needs(n, made)
+        rows.append(f"| {n} | {d['device']} | {d['model']} | {d['params'] / 1e6:.1f} | {d['shape'][-1]} | {d['batch_size']} "
+                    f"| {d['memory_bytes'] / 2**30:.2f} | {d['train_flops_per_image'] / 1e9:.2f} | {d['rounds']} |")
     head = ("| preset | device | model | parameters (M) | px | batch | one step (GB) | GFLOP per training image | rounds |\n"
             "|---|---|---|---:|---:|---:|---:|---:|---:|")
     return "\n".join([head, *rows])
