@@ -18,14 +18,15 @@ def weighted_average(states: Sequence[Mapping[str, Tensor]], weights) -> dict[st
     "Entry-wise $\\sum_k w_k s_k$ over `states` (floats); integer entries are taken from the first state."
     check(len(states) > 0, "nothing to average", "pass at least one client state")
     w = torch.as_tensor(weights, dtype=torch.float64)
-    check(len(w) == len(states) and bool((w >= 0).all()) and float(w.sum()) > 0,
-          f"bad aggregation weights {w.tolist()}", "give one non-negative weight per state, not all zero")
-    w = w / w.sum()
+    given = w.tolist()   # read once: every check and every alpha below is a Python float
+    check(len(given) == len(states) and all(v >= 0 for v in given) and sum(given) > 0,
+          f"bad aggregation weights {given}", "give one non-negative weight per state, not all zero")
+    alphas = (w / w.sum()).tolist()
     out = {}
     for k, v0 in states[0].items():
         if v0.is_floating_point():
             acc = torch.zeros_like(v0, dtype=torch.float64)
-            for wk, s in zip(w, states): acc.add_(s[k].to(torch.float64), alpha=float(wk))
+            for wk, s in zip(alphas, states): acc.add_(s[k].to(torch.float64), alpha=wk)
             out[k] = acc.to(v0.dtype)
         else: out[k] = v0.clone()
     return out

@@ -4,12 +4,13 @@
 
 # %% auto #0
 __all__ = ['BUSY_LOOP', 'TABLE_ALGOS', 'TABLE_HEADER', 'bench_batched', 'bench_workers', 'print_bench_workers',
-           'eval_chunk_speed', 'bench_side_by_side', 'bench_busy_pairs', 'print_busy_pairs', 'fednn_speed',
-           'measure_here', 'in_fresh_process', 'client_state_memory', 'engine_row', 'engine_row_fresh', 'failed_row',
-           'engine_table_line', 'engine_table', 'add_bench_parser', 'bench_command', 'bench_engines', 'PROFILE_PARTS',
-           'OP_KINDS', 'bare_evaluation', 'bare_round', 'framework_tax', 'floor_round', 'profile_stacked_round',
-           'profile_figures', 'read_profile', 'profile_text', 'print_profile', 'bare_mutual_round',
-           'bare_iterations_round', 'protocol_floor_round', 'floor_ratio', 'op_kind', 'profile_round']
+           'eval_chunk_speed', 'bench_side_by_side', 'bench_runs_at_once', 'runs_at_once_text', 'bench_busy_pairs',
+           'print_busy_pairs', 'fednn_speed', 'measure_here', 'in_fresh_process', 'client_state_memory', 'engine_row',
+           'engine_row_fresh', 'failed_row', 'engine_table_line', 'engine_table', 'add_bench_parser', 'bench_command',
+           'bench_engines', 'PROFILE_PARTS', 'OP_KINDS', 'bare_evaluation', 'bare_round', 'framework_tax',
+           'floor_round', 'profile_stacked_round', 'profile_figures', 'read_profile', 'profile_text', 'print_profile',
+           'bare_mutual_round', 'bare_iterations_round', 'protocol_floor_round', 'floor_ratio', 'op_kind',
+           'profile_round']
 
 # %% ../nbs/69_bench.ipynb #07a36801
 import os, sys, json, math, time, statistics, subprocess, resource, tempfile, threading
@@ -153,6 +154,37 @@ def bench_side_by_side(argv=("--algo", "fedavg", "--rounds", "3"), # `fednbs run
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             out[name] = dict(threads=threads, wall_s=time.perf_counter() - t0, cpu_s_per_run=cpu / n)
     return out
+
+# %% ../nbs/69_bench.ipynb #a1c02d4c
+def bench_runs_at_once(argv=("--algo", "fedavg", "--rounds", "2"), # `fednbs run` flags of every run
+                       runs: int = 4, # runs in the set, seeds 0, 1, ...
+                       jobs=(1, 2, 4), # the numbers of runs at once to time, then `--jobs auto`
+                       repeats: int = 2) -> list[dict]: # the whole set is timed this many times, the settings in turns
+    "Total wall and CPU seconds of `runs` runs of `fednbs run argv` started `jobs` at a time, per setting and repeat."
+    from fednbs.reproduce import run_commands, auto_jobs
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        for rep in range(repeats):
+            for j in [*jobs, "auto"]:
+                argvs = [["run", *argv, "--seed", str(s), "--quiet", "--out", f"{d}/{rep}-{j}/s{s}"] for s in range(runs)]
+                n, why = auto_jobs(argvs) if j == "auto" else (j, f"{j} at a time")
+                before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+                codes = run_commands(argvs, jobs=n, verbose=False)
+                wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+                check(all(c == 0 for c in codes), f"a run of {' '.join(argv)} failed (exit codes {codes})", "check the flags with fednbs run")
+                out.append(dict(jobs=j, at_once=n, why=why, repeat=rep, wall_s=wall,
+                                cpu_s=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)))
+    return out
+
+def runs_at_once_text(rows: list[dict]) -> str:
+    "A table of `bench_runs_at_once` rows: per setting, runs at once, the median total wall and CPU seconds."
+    lines = [f"{'--jobs':<7}{'at once':>8}{'wall s':>9}{'CPU s':>8}{'vs 1':>7}"]
+    med = lambda j, k: statistics.median(r[k] for r in rows if r["jobs"] == j)
+    one = med(rows[0]["jobs"], "wall_s")
+    for j in dict.fromkeys(r["jobs"] for r in rows):
+        at = next(r["at_once"] for r in rows if r["jobs"] == j)
+        lines.append(f"{j!s:<7}{at:>8}{med(j, 'wall_s'):>9.1f}{med(j, 'cpu_s'):>8.1f}{med(j, 'wall_s') / one:>6.2f}x")
+    return "\n".join(lines)
 
 # %% ../nbs/69_bench.ipynb #0bd36d4b
 from .reproduce import LAUNCH as _LAUNCH

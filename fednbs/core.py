@@ -396,12 +396,12 @@ def tree_clone(tree):
     return tree_map(lambda t: t.detach().clone(), tree)
 
 def all_finite(tree) -> bool:
-    "Whether every floating tensor in `tree` is free of NaN and inf."
-    ok = [True]
+    "Whether every floating tensor in `tree` is free of NaN and inf, read back as one value per device."
+    verdicts = {}   # device -> one 0-d bool tensor per floating tensor
     def _chk(t):
-        if ok[0] and t.is_floating_point() and not bool(torch.isfinite(t).all()): ok[0] = False
+        if t.is_floating_point(): verdicts.setdefault(t.device, []).append(torch.isfinite(t).all())
     tree_map(_chk, tree)
-    return ok[0]
+    return all(bool(torch.stack(v).all()) for v in verdicts.values())
 
 # %% ../nbs/00_core.ipynb #0e6cd84f
 def get_device(name: str = "auto") -> torch.device:

@@ -17,7 +17,7 @@ from .experiment import load_data
 from .run_groups import find_runs, summarize_groups, one_row_per_group, add_baseline, seed_std, TESTS
 from .compare import compare_text, write_compare, wrap_lines
 from .sweep import run_jobs, run_state, parse_seeds
-from .reproduce import command_text
+from .reproduce import command_text, jobs_arg, choose_jobs
 from .study import parse_run
 
 # %% ../nbs/67_lodo.ipynb #30f16b79
@@ -164,7 +164,7 @@ def add_lodo_parser(sub):
                    "and run flags (" + "; ".join(f"{k}: {v['doc']}" for k, v in LODO_TABLES.items()) + ")")
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default: 0,1,2)")
     p.add_argument("--out", default="lodo", help="the folder of the runs and of compare/ (default: lodo)")
-    p.add_argument("--jobs", type=int, default=1, help="runs at once (default: 1)")
+    p.add_argument("--jobs", type=jobs_arg, default=1, help="runs at once, or auto: one per core (default: 1)")
     p.add_argument("--baseline", default=None, metavar="LABEL", help="the method each row's mean is compared against, paired by seed")
     p.add_argument("--test", default="t", help="the p-value of --baseline: t (paired t-test) or signflip (default: t)")
     p.add_argument("--report", default="last", help="report rule of the held-out accuracies: " + ", ".join(REPORTS) + " (default: last)")
@@ -189,7 +189,6 @@ def lodo_command(ns, run_args: list[str]) -> int:
           f"use one of {', '.join(methods)}")
     check(ns.test in TESTS, f"unknown --test '{ns.test}'", f"use one of {', '.join(TESTS)}")
     check(ns.report in REPORTS, f"unknown --report '{ns.report}'", f"use one of {', '.join(REPORTS)}")
-    check(ns.jobs >= 1, f"--jobs must be 1 or more (got {ns.jobs})", "pass e.g. --jobs 2")
     check(not _holdout_in(run_args), "fednbs lodo sets the data option holdout of each run itself", "leave out holdout=")
     own = [a for a in run_args if a.split("=")[0] in _OWN_FLAGS]
     check(not own, f"fednbs lodo sets {own[0].split('=')[0] if own else ''} of each run itself", "use --seeds for seeds, --out for the folder")
@@ -202,11 +201,12 @@ def lodo_command(ns, run_args: list[str]) -> int:
     out = Path(ns.out); plan = lodo_plan(methods, domains, seeds, out, run_args)
     cfgs = check_lodo_runs(plan); states = lodo_states(plan, cfgs)
     todo = [(r, r["argv"] + (["--resume"] if st == "resume" else [])) for r, st in zip(plan, states) if st != "done"]
+    jobs, why = choose_jobs(ns.jobs, [a for _, a in todo])
     fill = lambda text: "\n".join(wrap_lines([text], terminal_width()))
     print(fill(f"lodo: {len(methods)} method{'s' if len(methods) > 1 else ''} x {len(domains)} held-out domains ({', '.join(domains)}) "
                f"x {len(seeds)} seed{'s' if len(seeds) > 1 else ''} = {len(plan)} runs, {len(plan) - len(todo)} already done, "
-               f"{len(todo)} to run, {ns.jobs} at a time"), flush=True)
-    codes = run_jobs([a for _, a in todo], ns.jobs, [out / "logs" / f"{r['domain']}-{r['method']}-s{r['seed']}.log" for r, _ in todo],
+               f"{len(todo)} to run, {why}"), flush=True)
+    codes = run_jobs([a for _, a in todo], jobs, [out / "logs" / f"{r['domain']}-{r['method']}-s{r['seed']}.log" for r, _ in todo],
                      len(plan), len(plan) - len(todo), ns.quiet) if todo else []
     failed = [command_text(a) for (_, a), c in zip(todo, codes) if c != 0]
     check(not failed, f"{len(failed)} of the runs failed (first: {failed[0] if failed else ''}; their output is in {out / 'logs'})",

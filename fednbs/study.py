@@ -14,7 +14,7 @@ from .core import *
 from .report import REPORTS
 from .run_config import RunConfig, resolve
 from .run_folder import RUN_LOG, fingerprint, atomic_write
-from .reproduce import command_text
+from .reproduce import command_text, jobs_arg, choose_jobs
 from .run_groups import find_runs, summarize_groups, one_row_per_group, add_baseline, TESTS
 from .compare import compare_text, write_compare
 from .sweep import SELECT, grid_points, point_label, sweep_commands, sweep_scores, select_point, sweep_figure, run_jobs, run_state
@@ -24,7 +24,7 @@ import tomllib
 
 STUDY_KEYS = {"out": "folder of the runs, relative to the study file (default: the file's name without .toml)",
               "seeds": "seeds of every method on every dataset (default: [0, 1, 2])",
-              "jobs": "runs at once (default: 1; fednbs study --jobs overrides it)",
+              "jobs": "runs at once, or \"auto\": one per core (default: 1; fednbs study --jobs overrides it)",
               "report": "report rule of the tables (default: last)", "report_window": "rounds averaged by report tail_mean (default: 10)",
               "baseline": "the method every other one is compared with, paired by seed (optional)",
               "on": "the column the baseline comparison pairs, e.g. \"pooled\" or \"heldout:mnistm\" (default: mean)",
@@ -72,7 +72,8 @@ def read_study(path: str|Path, plugins: list[str] = ()) -> dict: # plugins: fedn
     check(isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
           and len(set(seeds)) == len(seeds), f"{path}: seeds must be a list of distinct whole numbers, 0 or more (got {seeds!r})", "write e.g. seeds = [0, 1, 2]")
     jobs = d.get("jobs", 1)
-    check(isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1, f"{path}: jobs must be a whole number, 1 or more (got {jobs!r})", "write e.g. jobs = 2")
+    check(jobs == "auto" or (isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1),
+          f"{path}: jobs must be \"auto\" or a whole number, 1 or more (got {jobs!r})", "write e.g. jobs = 2, or jobs = \"auto\" for one run per core")
     report, window = d.get("report", "last"), d.get("report_window", 10)
     check(report in REPORTS, f"{path}: unknown report '{report}'", f"use one of {', '.join(REPORTS)}")
     check(isinstance(window, int) and window >= 1, f"{path}: report_window must be a whole number, 1 or more", "write e.g. report_window = 10")
@@ -263,9 +264,9 @@ def run_study(path: str|Path, jobs: int|None = None, quiet: bool = False, dry_ru
               plugins: list[str] = ()) -> dict: # .py files or modules every run loads (fednbs study --plugin)
     "Run what is missing of the study in the file `path` and compare its methods: `{dataset: compare rows}` (nothing run or written with `dry_run`)."
     load_plugins(plugins)
-    study = read_study(path, plugins); jobs = study["jobs"] if jobs is None else jobs
-    check(jobs >= 1, f"--jobs must be 1 or more (got {jobs})", "pass e.g. --jobs 2")
+    study = read_study(path, plugins)
     plan = plan_runs(study)
+    jobs, why = choose_jobs(study["jobs"] if jobs is None else jobs, [r["argv"] for r in plan])
     check_columns(study, plan)
     sweeps = [r for r in plan if r["phase"] == "sweep"]
     total = len(sweeps) + len(study["datasets"]) * len(study["methods"]) * len(study["seeds"])
@@ -275,7 +276,7 @@ def run_study(path: str|Path, jobs: int|None = None, quiet: bool = False, dry_ru
     print(fill(f"study {Path(path).name}: {len(study['datasets'])} dataset(s) x {len(study['methods'])} method(s) x "
           f"{len(study['seeds'])} seed(s)" + (f" + {len(sweeps)} sweep runs" if sweeps else "") + f" = {total} runs; {state('done')} done, "
           f"{state('resume')} to resume, {state('new')} to start" + (" (then the swept methods' final runs)" if sweeps else "")
-          + f", {jobs} at a time"))
+          + f", {why}"))
     if dry_run:
         for r in plan: print(f"  {r['state']:<7}" + command_text(r["argv"], width=width - 9).replace("\n", "\n" + " " * 9))
         return {}
@@ -324,7 +325,7 @@ def add_study_parser(sub):
     p = sub.add_parser("study", help="run the methods x datasets x seeds of a TOML study file (and its sweeps) and compare them",
                        epilog=STUDY_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="the study's TOML file")
-    p.add_argument("--jobs", type=int, default=None, help="runs at once (default: the file's jobs, else 1)")
+    p.add_argument("--jobs", type=jobs_arg, default=None, help="runs at once, or auto: one per core (default: the file's jobs, else 1)")
     p.add_argument("--quiet", action="store_true", help="no progress lines while the runs go")
     p.add_argument("--dry-run", action="store_true", help="print each run's state and command; run and write nothing")
     p.set_defaults(handler=study_command)

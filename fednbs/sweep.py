@@ -14,7 +14,7 @@ from .core import *
 from .report import REPORTS, accuracy_series, nan_last
 from .run_config import RunConfig, resolve
 from .run_folder import read_metrics, atomic_write, fingerprint
-from .reproduce import run_commands, command_text
+from .reproduce import run_commands, command_text, jobs_arg, choose_jobs
 from .run_groups import find_runs, group_runs, summarize_groups, headline_of, read_json_object, seed_std
 from .compare import compare_text, write_compare
 
@@ -145,7 +145,7 @@ def add_sweep_parser(sub):
                        description="Every flag not listed here is passed to each fednbs run of the grid.")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...", help="a run flag and its values (repeatable)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds of every point (default: 0,1,2)")
-    p.add_argument("--jobs", type=int, default=1, help="runs at once (default: 1)")
+    p.add_argument("--jobs", type=jobs_arg, default=1, help="runs at once, or auto: one per core (default: 1)")
     p.add_argument("--out", default="sweep", help="the sweep folder (default: sweep)")
     p.add_argument("--select", default="val_mean", help="selection rule: " + ", ".join(SELECT) + " (default: val_mean)")
     p.add_argument("--report", default="last", help="report rule of the winner's test accuracy (default: last)")
@@ -215,7 +215,6 @@ def sweep_command(ns, run_args: list[str]) -> int:
     grid, seeds = parse_grid(ns.grid), parse_seeds(ns.seeds)
     check(ns.select in SELECT, f"unknown --select '{ns.select}'", f"use one of {', '.join(SELECT)}")
     check(ns.report in REPORTS, f"unknown --report '{ns.report}'", f"use one of {', '.join(REPORTS)}")
-    check(ns.jobs >= 1, f"--jobs must be 1 or more (got {ns.jobs})", "pass e.g. --jobs 2")
     points = math.prod(len(v) for v in grid.values())
     check(points <= MAX_POINTS, f"the grid has {points:,} points ({' x '.join(str(len(v)) for v in grid.values())}), more than a sweep runs "
           f"(at most {MAX_POINTS:,})", "sweep fewer values per flag, or one flag at a time")
@@ -234,11 +233,12 @@ def sweep_command(ns, run_args: list[str]) -> int:
     atomic_write(out / "sweep.json", lambda p: Path(p).write_text(json.dumps({**record, "status": "running"}, indent=2)))
     todo = [(label, seed, argv + (["--resume"] if states[(label, seed)] == "resume" else []))
             for label, seed, argv in cmds if states[(label, seed)] != "done"]    # finished earlier with these settings: kept
+    jobs, why = choose_jobs(ns.jobs, [a for _, _, a in todo])
     width = terminal_width()
     fill = lambda text: textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
     print(fill(f"sweep: {len(grid_points(grid))} points x {len(seeds)} seeds = {len(cmds)} runs, {len(cmds) - len(todo)} already done, "
-               f"{len(todo)} to run, {ns.jobs} at a time"))
-    codes = run_jobs([a for _, _, a in todo], ns.jobs, [out / "logs" / f"{l}-s{s}.log" for l, s, _ in todo], len(cmds),
+               f"{len(todo)} to run, {why}"))
+    codes = run_jobs([a for _, _, a in todo], jobs, [out / "logs" / f"{l}-s{s}.log" for l, s, _ in todo], len(cmds),
                      len(cmds) - len(todo), ns.quiet) if todo else []
     failed = [command_text(a) for (_, _, a), c in zip(todo, codes) if c != 0]
     check(not failed, f"{len(failed)} of the sweep's runs failed (first: {failed[0] if failed else ''}; their output is in {out / 'logs'})",

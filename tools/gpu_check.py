@@ -132,7 +132,7 @@ def main():
     p.add_argument("--device", default="cuda"); p.add_argument("--minutes", type=float, default=8.5, help="the whole command's budget")
     p.add_argument("--seeds", default="0,1,2"); p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--rows", default=None, help="table rows (default: all)"); p.add_argument("--extra", default="", help="flags added to every run")
-    p.add_argument("--speed-rows", default="FedBN,FedNN,Fed-CO"); p.add_argument("--skip-speed", action="store_true")
+    p.add_argument("--speed-rows", default="FedBN,FedNN,Fed-CO", help="methods timed with recorded steps on and off ('' for none)"); p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--engine", default="inprocess"); p.add_argument("--speed-only", action="store_true")
     p.add_argument("--jobs", type=int, default=None, help="runs at once (default: all)")
     p.add_argument("--floor-rows", default="FedBN,FedNN,Fed-CO,FRAug", help="methods timed beside their floor and profiled ('' for none)")
@@ -145,8 +145,9 @@ def main():
     import torch
     device_name = torch.cuda.get_device_name(0) if a.device.startswith("cuda") else "CPU"
     if a.speed_only:
-        r = speed_pairs(a.data_dir, a.device, a.speed_rows.split(","), extra)
-        (out / "speed.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r))
+        if a.speed_rows:   # --speed-rows '': the floors and profiles alone
+            r = speed_pairs(a.data_dir, a.device, a.speed_rows.split(","), extra)
+            (out / "speed.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r))
         if a.floor_rows:
             (out / "floors.jsonl").unlink(missing_ok=True)
             floors(a.data_dir, a.device, a.floor_rows.split(","), a.precisions.split(","), extra, out / "floors.jsonl")

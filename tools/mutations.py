@@ -1560,4 +1560,15 @@ MUTATIONS += [
          replace='return ns, [*run_args, *shlex.split(t["run"])]',
          tests=["nbs/67_lodo.ipynb"],
          what="a run flag given beside --table no longer overrides the table's"),
+    # --- host reads on the server ------------------------------------------------------------------
+    dict(name="all_finite_reads_each", notebook="nbs/00_core.ipynb",
+         find="verdicts.setdefault(t.device, []).append(torch.isfinite(t).all())",
+         replace="verdicts.setdefault(len(verdicts), []).append(torch.isfinite(t).all())",
+         tests=["nbs/15_device.ipynb"],
+         what="the finite check of an upload reads one value per tensor instead of one per device"),
+    dict(name="average_reads_each_weight", notebook="nbs/11_aggregation.ipynb",
+         find="for wk, s in zip(alphas, states): acc.add_(s[k].to(torch.float64), alpha=wk)",
+         replace="for wk, s in zip(w / w.sum(), states): acc.add_(s[k].to(torch.float64), alpha=float(wk))",
+         tests=["nbs/15_device.ipynb"],
+         what="the weighted average reads each weight back once per tensor"),
 ]
