@@ -279,7 +279,7 @@ def run_step_bytes(argv: list[str], # `fednbs run` arguments
 # %% ../nbs/62_reproduce.ipynb #9558554a
 def auto_jobs(argvs: list[list[str]], # `fednbs run` argument lists
               cores: int|None = None, # host cores (default: `available_cores`)
-              gpu_free: int|None = None, # free bytes on the GPU (default: as CUDA reports)
+              gpu_memory: int|None = None, # bytes of the GPU (default: the first GPU's total, as CUDA reports it)
              ) -> tuple[int, str]:
     "How many of the runs `argvs` to run at once, and the reason in one line."
     from fednbs.parallel import available_cores
@@ -290,11 +290,11 @@ def auto_jobs(argvs: list[list[str]], # `fednbs run` argument lists
     made = {}
     steps = [b for b in (run_step_bytes(a, made) for a in argvs) if b is not None]
     per_run = max(steps, default=0) + GPU_RUN_OVERHEAD
-    free = torch.cuda.mem_get_info()[0] if gpu_free is None else gpu_free
-    fit = max(1, int(free // per_run))
+    memory = torch.cuda.get_device_properties(0).total_memory if gpu_memory is None else gpu_memory   # no CUDA context here
+    fit = max(1, int(memory // per_run))
     jobs = min(n, cores, fit)
     return jobs, (f"{jobs} at a time (--jobs auto on a GPU: one run per host core, {cores} cores; {fit} runs of "
-                  f"{per_run / 2**30:.1f} GB fit in the {free / 2**30:.0f} GB free)")
+                  f"{per_run / 2**30:.1f} GB fit in its {memory / 2**30:.0f} GB)")
 
 def choose_jobs(jobs: int|str, # a `jobs_arg` value
                 argvs: list[list[str]]) -> tuple[int, str]:

@@ -16,7 +16,7 @@ from .data import FederatedData, iterate_batches, random_federation
 from .models import build_model
 from .algorithm import Task
 from .device import EVAL_CHUNK, count_host_syncs
-from .simulation import Simulator
+from .simulation import Simulator, intra_op_threads
 from .batched import BatchedSimulator
 from .run_config import check_device
 
@@ -254,8 +254,9 @@ def protocol_floor_round(engine) -> float:
     "Seconds for plain PyTorch to do the arithmetic of one round of `engine`'s method on its data, models, settings and precision."
     algo, t, data = engine.algo, engine.task, engine.data
     model_fn = lambda: t.model_fn().to(t.device)
+    threads = engine.work_threads() if hasattr(engine, "work_threads") else None   # the threads the engine's round computes on
     _sync(t.device); t0 = time.perf_counter()
-    with algo.autocast():
+    with algo.autocast(), intra_op_threads(threads):
         if algo.name.startswith("fedco"): bare_mutual_round(model_fn, data, t.lr, t.batch_size, t.local_epochs); models = 2
         elif getattr(algo, "local_iters", 0): bare_iterations_round(model_fn, data, t.lr, t.batch_size, algo.local_iters); models = 1
         else: bare_round(model_fn, data, t.lr, t.batch_size, t.local_epochs); models = 1

@@ -4,8 +4,8 @@
 
 1. `speed`: seconds per PACS round (ResNet-18, 64 px) of FedBN, FedNN and Fed-CO on one GPU, with the training steps
    replayed from CUDA graphs and without (`--cuda-graphs on|off`), each pair in one process, one after the other.
-2. `table`: every row of `fednbs reproduce table-pacs` for its seeds, all at once (or `--jobs N` at a time) on the
-   GPU (CUDA MPS started first when the machine has it, so that the runs' kernels share the device instead of
+2. `table`: every row of `fednbs reproduce table-pacs` for its seeds, as many at once as `--jobs auto` picks (or
+   `--jobs N|all`) on the GPU (CUDA MPS started first when the machine has it, so that the runs' kernels share the device instead of
    taking turns), stopped at the deadline; what each run finished stays.
    Then, per method of `--floor-rows` and precision of `--precisions`: a round beside its floor (`fednbs.round_floors.floor_ratio`,
    the same arithmetic in plain PyTorch), one round under `torch.profiler` (`fednbs.round_floors.profile_round`), and on a GPU
@@ -108,14 +108,16 @@ def last_round(metrics: Path) -> int:
 
 
 def table(data_dir: str, device: str, seeds: list[int], rounds: int|None, rows: list[str]|None, extra: list[str],
-          runs_dir: Path, seconds: float, engine: str, jobs: int|None = None) -> dict:
-    "Every (row, seed) run of the PACS table, `jobs` at a time (None: all at once), stopped after `seconds`; what ran and how far."
-    from fednbs.reproduce import table_commands, run_commands, command_text, error_line
+          runs_dir: Path, seconds: float, engine: str, jobs: str = "auto") -> dict:
+    "Every (row, seed) run of the PACS table, `jobs` at a time ('all', a number or 'auto'), stopped after `seconds`; what ran and how far."
+    from fednbs.reproduce import table_commands, run_commands, command_text, error_line, choose_jobs
     cmds = table_commands("pacs", seeds, rounds, str(runs_dir), data_dir, device, rows)
     argvs = [[*a, "--engine", engine, *extra] for _, _, a in cmds]
+    jobs, why = (len(argvs), f"all {len(argvs)} at once") if jobs == "all" else choose_jobs(jobs, argvs)
+    print(f"table: {len(argvs)} runs, {why}", flush=True)
     logs = [Path(a[a.index("--out") + 1]) / "run.log" for a in argvs]
     t0 = time.perf_counter()
-    codes = run_commands(argvs, jobs=jobs or len(argvs), logs=logs, timeout=seconds)
+    codes = run_commands(argvs, jobs=jobs, logs=logs, timeout=seconds)
     wall = time.perf_counter() - t0
     runs = {f"{label}/s{s}": dict(exit=code, last_round=last_round(Path(a[a.index("--out") + 1]) / "metrics.csv"),
                                   **({"error": error_line(log)} if code not in (0, -15) else {}))
@@ -123,7 +125,7 @@ def table(data_dir: str, device: str, seeds: list[int], rounds: int|None, rows: 
     for (label, s, _), a in zip(cmds, argvs):
         summary = Path(a[a.index("--out") + 1]) / "summary.json"
         if summary.exists(): runs[f"{label}/s{s}"]["s_per_round"] = round(json.loads(summary.read_text())["seconds_per_round_this_session"], 2)
-    return dict(commands=[command_text(a) for a in argvs], runs=runs, wall_s=round(wall, 1), time_limit_s=seconds, runs_at_once=min(jobs or len(argvs), len(argvs)))
+    return dict(commands=[command_text(a) for a in argvs], runs=runs, wall_s=round(wall, 1), time_limit_s=seconds, runs_at_once=min(jobs, len(argvs)), runs_at_once_why=why)
 
 
 def main():
@@ -134,7 +136,7 @@ def main():
     p.add_argument("--rows", default=None, help="table rows (default: all)"); p.add_argument("--extra", default="", help="flags added to every run")
     p.add_argument("--speed-rows", default="FedBN,FedNN,Fed-CO", help="methods timed with recorded steps on and off ('' for none)"); p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--engine", default="inprocess"); p.add_argument("--speed-only", action="store_true")
-    p.add_argument("--jobs", type=int, default=None, help="runs at once (default: all)")
+    p.add_argument("--jobs", default="auto", help="runs at once: a number, all, or auto (fednbs.reproduce.auto_jobs; the default)")
     p.add_argument("--floor-rows", default="FedBN,FedNN,Fed-CO,FRAug", help="methods timed beside their floor and profiled ('' for none)")
     p.add_argument("--precisions", default="fp32,bf16", help="precisions of the floors and profiles")
     p.add_argument("--runs", default=None, help="folder of the table's run folders (default: a new temporary one)")
