@@ -64,7 +64,9 @@ wider than about 1350px (at 1400px every other track is at its maximum), code bl
 `$code-block-font-size` = 0.875em = 14.875px, and the widest monospace font of Bootstrap's stack (Menlo, DejaVu Sans
 Mono) advances 0.602em = 8.955px a character. A code block pads 0.4em (11.9px in all): (749 - 11.9) / 8.955 = 82.3.
 An output block is indented by nbs/styles.css (0.6rem margin + 2px border = 12.2px): (749 - 12.2) / 8.955 = 82.3.
-So 82 characters show without a scroll bar, in both.
+So 82 characters show without a scroll bar, in both. In narrower windows (a 1280px window leaves a 676px column)
+nbs/styles.css shrinks every code block's font to the column's width / 49.4 (82 x 0.602em, after ~13px of padding),
+so the same 82 characters still fit.
 
 `--report FILE` writes every finding, per notebook and cell, as markdown.
 
