@@ -110,7 +110,8 @@ def last_round(metrics: Path) -> int:
 def table(data_dir: str, device: str, seeds: list[int], rounds: int|None, rows: list[str]|None, extra: list[str],
           runs_dir: Path, seconds: float, engine: str, jobs: str = "auto") -> dict:
     "Every (row, seed) run of the PACS table, `jobs` at a time ('all', a number or 'auto'), stopped after `seconds`; what ran and how far."
-    from fednbs.reproduce import table_commands, run_commands, command_text, error_line, choose_jobs
+    from fednbs.reproduce import table_commands, run_commands, command_text, error_line
+    from fednbs.run_needs import choose_jobs
     cmds = table_commands("pacs", seeds, rounds, str(runs_dir), data_dir, device, rows)
     argvs = [[*a, "--engine", engine, *extra] for _, _, a in cmds]
     jobs, why = (len(argvs), f"all {len(argvs)} at once") if jobs == "all" else choose_jobs(jobs, argvs)
@@ -136,7 +137,7 @@ def main():
     p.add_argument("--rows", default=None, help="table rows (default: all)"); p.add_argument("--extra", default="", help="flags added to every run")
     p.add_argument("--speed-rows", default="FedBN,FedNN,Fed-CO", help="methods timed with recorded steps on and off ('' for none)"); p.add_argument("--skip-speed", action="store_true")
     p.add_argument("--engine", default="inprocess"); p.add_argument("--speed-only", action="store_true")
-    p.add_argument("--jobs", default="auto", help="runs at once: a number, all, or auto (fednbs.reproduce.auto_jobs; the default)")
+    p.add_argument("--jobs", default="auto", help="runs at once: a number, all, or auto (fednbs.run_needs.auto_jobs; the default)")
     p.add_argument("--floor-rows", default="FedBN,FedNN,Fed-CO,FRAug", help="methods timed beside their floor and profiled ('' for none)")
     p.add_argument("--precisions", default="fp32,bf16", help="precisions of the floors and profiles")
     p.add_argument("--runs", default=None, help="folder of the table's run folders (default: a new temporary one)")
