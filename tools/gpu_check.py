@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 def table_engine(row: str, data_dir: str, device: str, flags: list[str]):
     "The engine of the PACS table's command for `row` (seed 0), in this process, with `flags` added."
-    from fednbs.cli import build_parser, run_config
+    from fednbs.run_flags import build_parser, run_config
     from fednbs.experiment import resolve, load_data, make_engine
     from fednbs.reproduce import table_commands
     (_, _, argv), = table_commands("pacs", (0,), 30, "unused", data_dir, device, [row])
