@@ -9,7 +9,7 @@ __all__ = ['FedNN']
 import torch
 from torch import nn
 from .core import *
-from .normalization import *
+from .fednn_layers import *
 from .classic import FedAvg
 
 # %% ../nbs/30_fednn.ipynb #b5685d41

@@ -15,7 +15,7 @@ from torch import nn, Tensor
 from .core import *
 from .data import ClientData
 from .models import SplitModel
-from .normalization import AGN
+from .fednn_layers import AGN
 from .aggregation import average_model_states, split_state
 from .algorithm import Algorithm, Task, clone_state, accuracy_and_loss
 from .classic import FedAvg
