@@ -22,8 +22,10 @@ from .data import ClientData, FederatedData
 from .state_store import file_sha256
 from .flower_client import ClientSide, make_client_app
 from .flower_server import Coordinator
-from .experiment import (RunConfig, atomic_write, check_data_options, format_table, load_data, make_engine,
-                               plot_convergence, prepare_out_dir, read_metrics, resolve, summarize, write_metrics)
+from .run_config import RunConfig, resolve
+from .run_folder import atomic_write, prepare_out_dir, read_metrics, write_metrics
+from .run_report import format_table, plot_convergence, summarize
+from .run_engine import check_data_options, load_data, make_engine
 
 log = logging.getLogger("fednbs")
 

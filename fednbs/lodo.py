@@ -13,7 +13,7 @@ from .core import *
 from .data import HELDOUT
 from .report import REPORTS, domain_of
 from .run_config import RunConfig, resolve
-from .experiment import load_data
+from .run_engine import load_data
 from .run_groups import find_runs, summarize_groups, one_row_per_group, add_baseline, seed_std, TESTS
 from .compare import compare_text, write_compare, wrap_lines
 from .sweep import run_jobs, run_state, parse_seeds

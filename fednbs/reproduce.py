@@ -169,7 +169,7 @@ def check_commands(argvs: list[list[str]]):
     "Check every generated `fednbs run` argument list as `fednbs run` would (settings, device, output folder, data present)."
     from fednbs.run_flags import build_parser, config_from_args
     from fednbs.run_config import resolve
-    from fednbs.experiment import load_data
+    from fednbs.run_engine import load_data
     parser, loaded = build_parser(), set()
     for argv in argvs:
         where = argv[argv.index("--out") + 1] if "--out" in argv else command_text(argv)

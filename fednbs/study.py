@@ -244,7 +244,7 @@ def check_columns(study: dict, plan: list[dict]):
     cols = study["columns"] or []
     if all(c in SUMMARY_COLUMNS for c in cols): return
     from fednbs.report import domain_columns
-    from fednbs.experiment import load_data
+    from fednbs.run_engine import load_data
     for ds in study["datasets"]:
         have, seen = list(SUMMARY_COLUMNS), set()
         for r in plan:
