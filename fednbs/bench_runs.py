@@ -9,6 +9,7 @@ __all__ = ['BUSY_LOOP', 'child_clock', 'bench_side_by_side', 'bench_runs_at_once
 # %% ../nbs/69_bench_runs.ipynb #992c3c64
 import os, sys, time, statistics, subprocess, resource, tempfile, contextlib
 from .core import *
+from .reproduce import LAUNCH as _LAUNCH   # a child `fednbs` process: `python -c LAUNCH ARGS`
 
 # %% ../nbs/69_bench_runs.ipynb #7c4cf276
 @contextlib.contextmanager
@@ -26,14 +27,13 @@ def bench_side_by_side(argv=("--algo", "fedavg", "--rounds", "3"), # `fednbs run
     "Wall and CPU seconds per run of `fednbs run argv`: alone on all `cores`, then `runs` at once on all cores each, then on their share each."
     from fednbs.parallel import available_cores, cores_share
     cores = cores or available_cores()
-    launch = "import sys; from fednbs.cli import main; sys.exit(main(sys.argv[1:]))"
     out = {"cores": cores, "runs": runs}
     with tempfile.TemporaryDirectory() as d:
         for name, n, threads in (("alone", 1, cores), ("side by side, all cores each", runs, cores),
                                  ("side by side, share each", runs, cores_share(runs, cores))):
             env = {**os.environ, "FEDNBS_CORES": str(threads), "OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"}
             with child_clock() as took:
-                procs = [subprocess.Popen([sys.executable, "-c", launch, "run", *argv, "--engine", "inprocess", "--threads", str(threads),
+                procs = [subprocess.Popen([sys.executable, "-c", _LAUNCH, "run", *argv, "--engine", "inprocess", "--threads", str(threads),
                                            "--quiet", "--out", f"{d}/{name}-{k}"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                          for k in range(n)]
                 errs = [p.communicate()[1] for p in procs]
@@ -71,7 +71,6 @@ def runs_at_once_text(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 # %% ../nbs/69_bench_runs.ipynb #0bd36d4b
-from .reproduce import LAUNCH as _LAUNCH
 _FORCED = ("import sys, functools; from fednbs.simulation import Simulator; "   # the engine before its threads were sized to the work
            "Simulator.__init__ = functools.partialmethod(Simulator.__init__, threads={threads}); " + _LAUNCH.split("; ", 1)[1])
 BUSY_LOOP = "while True: pass"

@@ -7,6 +7,7 @@ __all__ = ['PRESET_REPORTS', 'preset_report', 'preset_needs', 'needs_table']
 
 # %% ../nbs/57_presets.ipynb #16f82775
 from .core import *
+from .run_config import RunConfig, resolve
 from .run_needs import config_needs
 
 # %% ../nbs/57_presets.ipynb #f59ff3c5
@@ -27,7 +28,6 @@ def preset_report(name: str) -> tuple[str, int|None]:
 def preset_needs(name: str, # a preset name (see `fednbs reproduce`)
                  made: dict|None = None) -> dict: # footprints by model, norm, shape and batch (filled and reused)
     "What preset `name` needs (`config_needs` of its resolved settings), with its name."
-    from fednbs.run_config import RunConfig, resolve
     return dict(preset=name, **config_needs(resolve(RunConfig(preset=name)), made))
 
 # %% ../nbs/57_presets.ipynb #4da59034

@@ -12,6 +12,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from .core import *
 from .run_config import RunConfig, resolve
 from .models import build_model
+from .parallel import available_cores
+from .run_flags import build_parser, run_config
 
 # %% ../nbs/56_run_needs.ipynb #927576a9
 def training_footprint(model: nn.Module, batch: int, # images per training step
@@ -85,7 +87,6 @@ def run_device(argv: list[str]) -> str: # `fednbs run` arguments
 def run_step_bytes(argv: list[str], # `fednbs run` arguments
                    made: dict|None = None) -> int|None: # footprints by model, norm, shape and batch (reused)
     "Bytes of one training step of the run `fednbs argv` (`config_needs`); None when its dataset has no entry in `DATA_SHAPES`."
-    from fednbs.run_flags import build_parser, run_config
     argv = list(argv)
     if "--device" in argv: argv[argv.index("--device") + 1] = "cpu"   # the step's memory does not depend on where it runs
     cfg = resolve(run_config(build_parser().parse_args(argv)))
@@ -97,7 +98,6 @@ def auto_jobs(argvs: list[list[str]], # `fednbs run` argument lists
               gpu_memory: int|None = None, # bytes of the GPU (default: the first GPU's total, as CUDA reports it)
              ) -> tuple[int, str]:
     "How many of the runs `argvs` to run at once, and the reason in one line."
-    from fednbs.parallel import available_cores
     cores, n = cores or available_cores(), max(len(argvs), 1)
     if not any(run_device(a) == "cuda" for a in argvs):
         jobs = min(n, cores)
