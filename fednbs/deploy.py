@@ -139,12 +139,10 @@ def save_partition(path: Path, data: FederatedData, name: str):
     arrays = {k: getattr(c, k).cpu().numpy() for k in _SPLITS if getattr(c, k) is not None}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-    import numpy as np
     np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays); os.replace(tmp, path)
 
 def load_partition(path: Path) -> FederatedData:
     "The dataset as one node sees it: its own client's splits from `path`; the other clients are named, with no samples."
-    import numpy as np
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
         t = {k: torch.from_numpy(z[k]) for k in _SPLITS if k in z}

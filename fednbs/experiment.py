@@ -53,7 +53,7 @@ def open_log(cfg: RunConfig, out: Path, start: int):
     try: from torch.utils.tensorboard import SummaryWriter
     except ImportError: raise FednbsError('--log tensorboard needs the tensorboard package; install it with pip install tensorboard') from None
     folder = out / "tensorboard"
-    check(not folder.exists() or folder.is_dir(), f"{folder} is a file, not TensorBoard's folder", f"move or delete that file, or leave out --log tensorboard")
+    check(not folder.exists() or folder.is_dir(), f"{folder} is a file, not TensorBoard's folder", "move or delete that file, or leave out --log tensorboard")
     try:
         folder.mkdir(exist_ok=True)
         return SummaryWriter(str(folder), purge_step=start if start > 0 else None)

@@ -268,7 +268,7 @@ class WorkersSimulator(Simulator):
                 yield key, _loads(fut.result(), self.task.device)
         except BrokenProcessPool:
             self.close()
-            raise FednbsError(f"a worker process died (out of memory?); rerun with fewer --workers or --engine inprocess "
+            raise FednbsError("a worker process died (out of memory?); rerun with fewer --workers or --engine inprocess "
                               "(--resume continues from the last checkpoint)") from None
         finally:
             for _, fut in pending: fut.cancel()

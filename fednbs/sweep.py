@@ -264,7 +264,7 @@ def sweep_command(ns, run_args: list[str]) -> int:
     if (bad := diverged_points(scores)):
         print(fill(f"ranked last: {', '.join(bad)} (validation score NaN: a seed's model output NaN or inf, a diverged run)"))
     print(fill(f"selection: {SELECT[ns.select]}; recorded in {out / 'sweep.json'}, drawn in {out / 'sweep.png'}"))
-    print(f"the winner on the test split:")
+    print("the winner on the test split:")
     print(compare_text(agg, width=width))
     write_compare(agg, out / "winner")
     return 0
