@@ -312,7 +312,8 @@ class LocalFederation:
         if isolation == "process" and not hasattr(os, "fork"): isolation = "subprocess"
         self.clients, self.procs, self.logs, self.simulation, self.isolation = list(clients), {}, {}, simulation, isolation
         self.home = Path(home) if home else Path(tempfile.mkdtemp(prefix="fednbs-federation-"))
-        self.port, self.bin = free_port(), Path(sys.executable).parent
+        self.ports = set()   # every port given to a process of this federation
+        self.port, self.bin = self._port(), Path(sys.executable).parent
         self.env = {**os.environ, "FLWR_HOME": str(self.home / "flwr"), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
                     "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1",
                     "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": os.environ.get("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.05")}
@@ -324,15 +325,36 @@ class LocalFederation:
                                                 env=self.env, cwd=self.home, start_new_session=True)
         return self.procs[name]
 
+    def _port(self) -> int:
+        "A free port that no process of this federation was given (the system can hand a just-released port out again)."
+        while (port := free_port()) in self.ports: pass
+        self.ports.add(port); return port
+
+    def _superlink_serves(self, wait: float = 60) -> bool:
+        "Wait until the SuperLink serves its port: False if the port was taken before it could bind it."
+        p, log, deadline = self.procs["superlink"], self.logs["superlink"], time.monotonic() + wait
+        while time.monotonic() < deadline:
+            text = log.read_text(errors="replace")
+            if f"running on http://127.0.0.1:{self.port}" in text: return True
+            if p.poll() is not None:
+                check("address already in use" in text, f"superlink exited with code {p.returncode}", f"see {log}")
+                return False
+            time.sleep(0.1)
+        return True   # no word either way: the nodes' wait reports a SuperLink that never serves
+
     def start(self, timeout: float = 300):
         "Start the SuperLink and the SuperNodes; wait until every node is connected."
         (self.home / "flwr").mkdir(parents=True, exist_ok=True)
-        toml = f'[superlink]\ndefault = "fednbs"\n\n[superlink.fednbs]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
-        if self.simulation:  # Flower's simulation runtime: virtual SuperNodes (partition-id i = i-th client) in Ray workers
-            toml += f'\n[superlink.fednbs.options]\nnum-supernodes = {len(self.clients)}\n\n[superlink.fednbs.options.backend.client-resources]\nnum-cpus = 1\n'
-        (self.home / "flwr" / "config.toml").write_text(toml)
-        self._spawn("superlink", "flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", self.port,
-                    "--disable-runtime-dependency-installation", *(["--simulation"] if self.simulation else []))
+        for _ in range(3):   # another process can bind the port between its choice and the SuperLink's start: a new port
+            toml = f'[superlink]\ndefault = "fednbs"\n\n[superlink.fednbs]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
+            if self.simulation:  # Flower's simulation runtime: virtual SuperNodes (partition-id i = i-th client) in Ray workers
+                toml += f'\n[superlink.fednbs.options]\nnum-supernodes = {len(self.clients)}\n\n[superlink.fednbs.options.backend.client-resources]\nnum-cpus = 1\n'
+            (self.home / "flwr" / "config.toml").write_text(toml)
+            self._spawn("superlink", "flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", self.port,
+                        "--disable-runtime-dependency-installation", *(["--simulation"] if self.simulation else []))
+            if self._superlink_serves(): break
+            self.port = self._port()
+        else: check(False, "the SuperLink found 3 ports taken in turn", f"see {self.logs['superlink']}")
         if self.simulation: return self
         for c in self.clients: self.add_node(c)
         self.wait_for_nodes(len(self.clients), timeout)
@@ -340,7 +362,7 @@ class LocalFederation:
 
     def add_node(self, client: str) -> subprocess.Popen:
         "Start (or restart) the SuperNode of `client` (with `isolation='process'`, and its warm ClientApp server)."
-        port, state = free_port(), self.home / "nodes" / client
+        port, state = self._port(), self.home / "nodes" / client
         node = self._spawn(client, "flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}", "--port", port,
                            "--isolation", self.isolation, "--node-config", f'client="{client}" state-dir="{state}"')
         if self.isolation == "process":

@@ -1587,4 +1587,9 @@ MUTATIONS += [
          replace="    with algo.autocast():",
          tests=["nbs/68_round_floors.ipynb"],
          what="the protocol floor computes on the process's threads instead of the engine's round's"),
+    dict(name="federation_port_twice", notebook="nbs/45_flower.ipynb",
+         find="        while (port := free_port()) in self.ports: pass",
+         replace="        port = free_port()",
+         tests=["nbs/45_flower.ipynb"],
+         what="a local federation can give two of its processes the same just-released port"),
 ]
