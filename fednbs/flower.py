@@ -343,7 +343,12 @@ class LocalFederation:
         return True   # no word either way: the nodes' wait reports a SuperLink that never serves
 
     def start(self, timeout: float = 300):
-        "Start the SuperLink and the SuperNodes; wait until every node is connected."
+        "Start the SuperLink and the SuperNodes; wait until every node is connected. If that fails, stop what started."
+        try: return self._start(timeout)
+        except BaseException:
+            self.stop(); raise
+
+    def _start(self, timeout: float):
         (self.home / "flwr").mkdir(parents=True, exist_ok=True)
         for _ in range(3):   # another process can bind the port between its choice and the SuperLink's start: a new port
             toml = f'[superlink]\ndefault = "fednbs"\n\n[superlink.fednbs]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
