@@ -302,10 +302,10 @@ MUTATIONS += [
          replace='            try: pass',
          tests=["nbs/46_parallel.ipynb"],
          what="the worker pool starts without checking that its workers may run autograd (every client fails after a GPU run)"),
-    dict(name="bench_workers_after_gpu", notebook="nbs/70_bench.ipynb",
+    dict(name="bench_workers_after_gpu", notebook="nbs/71_bench.ipynb",
          find='    engines = engines or (("workers",) if workers else ()) + ("sequential", "batched")',
          replace='    engines = engines or ("sequential", "batched") + (("workers",) if workers else ())',
-         tests=["nbs/70_bench.ipynb"],
+         tests=["nbs/71_bench.ipynb"],
          what="bench_batched times the workers engine after the GPU engines, when it can no longer fork"),
 ]
 
