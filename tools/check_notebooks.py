@@ -57,6 +57,11 @@ For every notebook under nbs/ (or the paths given) it reports:
   core", "a busy CPU").
 - `heading-showdoc`: a markdown cell with a heading `X` right before the cell that documents `X` (nbdev gives the
   show_doc its own heading, so the page shows the name twice, one under the other).
+- `tall-page`: a page whose rendered height, estimated by `page_height`, is over `MAX_PAGE_PX` (22,000 px: about
+  20,000, with the estimate's margin): split it into pages of one idea each. The estimate counts wrapped prose lines
+  (92 characters a line), shown code and output lines, figures and one signature block per exported function or
+  class; its weights are the site's line heights, scaled to the heights measured on the rendered site: four pages of
+  23,300-28,400 px come out within 4 %, nine pages measured at 20,000-22,700 px at 19,700-22,600.
 
 The page column (`COLUMN`, 82 characters) is measured from the site's CSS: Quarto sets the root font size to 17px
 (`$font-size-root`), the floating-sidebar grid gives the body column `calc(800px - 3em)` = 749px once the window is
@@ -537,6 +542,8 @@ def check_notebook(path: Path, max_output: int = 20_000, max_width: int = COLUMN
         for name, md, is_class in rendered_signatures(nb):
             problems += [f"{path}: {name}: {msg}" for msg in signature_problems(md, is_class, max_width)]
     if draws and not images: problems.append(f"{path}: no-figure: a cell draws a figure but no image output is committed; execute the notebook and commit it")
+    if (h := page_height(nb)) > MAX_PAGE_PX:
+        problems.append(f"{path}: tall-page: about {h / 1000:.1f}k px rendered (limit {MAX_PAGE_PX / 1000:.0f}k): split it into pages of one idea each")
     return problems
 
 def signature_problems(md: str, is_class: bool, max_width: int = COLUMN) -> list[str]:
@@ -647,6 +654,37 @@ def main(argv=None) -> int:
     print("\n".join(findings) or f"ok: {len(files)} notebooks")
     return 1 if findings else 0
 
+MAX_PAGE_PX = 22_000
+PAGE_PX = {"prose": 28.0, "code": 23.1, "output": 23.1, "figure": 418.0, "signature": 132.0}   # px per unit (docstring)
+
+def page_height(nb: dict) -> float:
+    "The estimated rendered height of notebook `nb` in px: its prose, shown code, outputs, figures and signatures."
+    n = dict.fromkeys(PAGE_PX, 0.0)
+    for c in nb["cells"]:
+        src = "".join(c.get("source", ""))
+        if c["cell_type"] == "markdown":
+            for para in re.split(r"\n\s*\n", src):
+                lines = para.split("\n")
+                if FENCE.match(para): n["code"] += len(lines) + 1.5; continue
+                if HEADING.match(lines[0]): n["prose"] += 2.2; lines = lines[1:]
+                if not any(l.strip() for l in lines): continue
+                if all(l.startswith("|") for l in lines if l.strip()): n["prose"] += 1.4 * len(lines); continue
+                text = " ".join(l.strip() for l in lines)
+                items = sum(1 for l in lines if LIST_ITEM.match(l))
+                n["prose"] += max(1, -(-len(text) // 92)) + 0.3 * items + 0.6
+            continue
+        first = src.split("\n", 1)[0]
+        if re.match(r"#\|\s*(export|exports|exporti|hide)\b", first):
+            if re.match(r"#\|\s*exports?\b", first): n["signature"] += len(re.findall(r"^(?:def|class) [A-Za-z]\w*", src, re.M))
+            continue
+        if code_shown(src): n["code"] += len([l for l in src.split("\n") if not l.startswith("#|")]) + 1.5
+        for out in c.get("outputs", []):
+            data = out.get("data", {})
+            if any(k.startswith("image/") for k in data): n["figure"] += 1
+            elif "text/markdown" in data: n["prose"] += 1.4 * len("".join(data["text/markdown"]).splitlines())
+            else: n["output"] += len("".join(out.get("text", "")).splitlines() or "".join(data.get("text/plain", "")).splitlines()) + 1.5
+    return sum(PAGE_PX[k] * v for k, v in n.items())
+
 def _nb(*cells) -> dict:
     "A notebook of `cells`: ('md', text) or ('code', source, outputs)."
     mk = lambda c: ({"cell_type": "markdown", "metadata": {}, "source": c[1]} if c[0] == "md" else
@@ -720,6 +758,7 @@ SELF_TESTS = {
     "broken-link": (_nb(("md", "## Held-out domains\n\nSee [below](#held-out-domain) and [the runner](no_such_page.ipynb).")),
                     _nb(("md", "## Held-out domains\n\nSee [below](#held-out-domains)."))),
     "pip-install": (_nb(("md", "Install it with `pip install \"fednbs[flower]\"`.")), _nb(("md", "Clone it, then `pip install -e \".[flower]\"`."))),
+    "tall-page": (_nb(*[("code", "\n".join(f"step({i})" for i in range(100)))] * 12), _nb(("code", "\n".join(f"step({i})" for i in range(100))))),
     "heading-showdoc": (_nb(("md", "## FedBN\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass")),
                         _nb(("md", "## Local BatchNorm\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass"))),
 }
