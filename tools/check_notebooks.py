@@ -57,7 +57,7 @@ For every notebook under nbs/ (or the paths given) it reports:
   core", "a busy CPU").
 - `heading-showdoc`: a markdown cell with a heading `X` right before the cell that documents `X` (nbdev gives the
   show_doc its own heading, so the page shows the name twice, one under the other).
-- `tall-page`: a page whose rendered height, estimated by `page_height`, is over `MAX_PAGE_PX` (22,000 px: about
+- `tall-page`: a page whose rendered height, estimated by `page_height`, is over `MAX_PAGE_PX` (21,000 px: about
   20,000, with the estimate's margin): split it into pages of one idea each. The estimate counts wrapped prose lines
   (92 characters a line), shown code and output lines, figures and one signature block per exported function or
   class; its weights are the site's line heights, scaled to the heights measured on the rendered site: four pages of
@@ -654,7 +654,7 @@ def main(argv=None) -> int:
     print("\n".join(findings) or f"ok: {len(files)} notebooks")
     return 1 if findings else 0
 
-MAX_PAGE_PX = 22_000
+MAX_PAGE_PX = 21_000
 PAGE_PX = {"prose": 28.0, "code": 23.1, "output": 23.1, "figure": 418.0, "signature": 132.0}   # px per unit (docstring)
 
 def page_height(nb: dict) -> float:
