@@ -11,7 +11,8 @@ For every notebook under nbs/ (or the paths given) it reports:
   figure display (add `%matplotlib inline` to the notebook's import cell so Jupyter shows figures as images).
 - `error-output`: a committed output that is a traceback.
 - `huge-output`: a committed text output longer than the limit (default 20,000 characters).
-- `internal-ref`: a markdown cell that cites internal notes ("spec §") instead of the papers or the authors' code.
+- `internal-ref`: a markdown cell that cites internal notes ("spec §", the specification files) instead of the papers or
+  the authors' code.
 - `stderr-output`: a committed output on stderr or naming a warning (`UserWarning`, `TqdmWarning`, ...): machine noise.
 - `abs-path`: a committed output showing an absolute or temporary path (`/home/...`, `/tmp/...`, `C:\\...`).
 - `wide-output`: a line of text output wider than the page column (`COLUMN`, 82 characters): show a table or wrap.
@@ -82,7 +83,7 @@ import argparse, ast, collections, json, re, sys
 from pathlib import Path
 
 DRAWS = re.compile(r"\bplt\.|\bplot_\w+\(|\.imshow\(|\bshow_\w*figure\w*\(|\bdraw_\w+\(")
-INTERNAL = re.compile(r"spec\s*§|methods\.md")
+INTERNAL = re.compile(r"spec\s*§|methods\.md|baselines-2023\.md")
 EXPORT = re.compile(r"^#\|\s*(export|exports|exporti|exec_doc)\b", re.M)
 NO_EVAL = re.compile(r"^#\|\s*eval:\s*false", re.M | re.I)
 WARNING = re.compile(r"\b[A-Z]\w*Warning\b(?=:)|^\s*warnings\.warn\(", re.M)
@@ -759,6 +760,8 @@ SELF_TESTS = {
                     _nb(("md", "## Held-out domains\n\nSee [below](#held-out-domains)."))),
     "pip-install": (_nb(("md", "Install it with `pip install \"fednbs[flower]\"`.")), _nb(("md", "Clone it, then `pip install -e \".[flower]\"`."))),
     "tall-page": (_nb(*[("code", "\n".join(f"step({i})" for i in range(100)))] * 12), _nb(("code", "\n".join(f"step({i})" for i in range(100))))),
+    "internal-ref": (_nb(("md", "The equations follow `baselines-2023.md`, which recovered them from the code.")),
+                     _nb(("md", "The equations follow the authors' released code ([yuhangchen0/FedHEAL](https://github.com/yuhangchen0/FedHEAL))."))),
     "heading-showdoc": (_nb(("md", "## FedBN\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass")),
                         _nb(("md", "## Local BatchNorm\n\nBatchNorm stays on each client."), ("code", "#| export\nclass FedBN(FedAvg): pass"))),
 }

@@ -358,7 +358,7 @@ MUTATIONS += [
     dict(name="workers_keep_run_lock", notebook="nbs/51_run_folder.ipynb",
          find='    _HELD_LOCKS.add(f)   # a forked worker must not keep the folder locked',
          replace='    pass   # a forked worker must not keep the folder locked',
-         tests=["nbs/54_experiment.ipynb", "nbs/54_experiment_checks.ipynb"],
+         tests=["nbs/51_run_folder.ipynb", "nbs/54_experiment.ipynb", "nbs/54_experiment_checks.ipynb"],
          what="forked workers keep the run-folder lock after the run is killed, so its resume is refused"),
 ]
 MUTATIONS += [   # --- domain skew: FPL and FedHEAL ---------------------------------------------------------------
