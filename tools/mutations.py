@@ -1276,7 +1276,7 @@ MUTATIONS += [
     dict(name="fingerprint_fp32_named", notebook="nbs/51_run_folder.ipynb",
          find='if d.get("precision") in (None, "fp32"): d.pop("precision", None)',
          replace='pass',
-         tests=["nbs/54_experiment.ipynb", "nbs/54_experiment_checks.ipynb"],
+         tests=["nbs/53_run_engine.ipynb", "nbs/54_experiment.ipynb", "nbs/54_experiment_checks.ipynb"],
          what="--precision fp32 is another experiment than a run without the option"),
     dict(name="batched_takes_bf16", notebook="nbs/41_batched.ipynb",
          find='check(self.task.precision == "fp32", f"the batched engine computes in fp32 only',
