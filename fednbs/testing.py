@@ -8,7 +8,7 @@ __all__ = ['SHAPE', 'CLASSES', 'CHECKS', 'ContractError', 'kit_federation', 'kit
            'check_heldout', 'check_flower', 'applicable_checks', 'check_algorithm']
 
 # %% ../nbs/47_testing.ipynb #e867bbfe
-import io, math
+import io, math, dataclasses
 from typing import Callable
 import torch
 from torch import Tensor
@@ -149,9 +149,10 @@ def check_checkpoint(algo, data: FederatedData|None = None, rounds: int = 2, mod
 # %% ../nbs/47_testing.ipynb #0a6083f8
 def in_float64(data: FederatedData) -> FederatedData:
     "`data` with its floating-point tensors in float64: engines compared there differ only by their own arithmetic."
-    f = lambda t: t.double() if t is not None and t.is_floating_point() else t
-    cs = [ClientData(c.name, f(c.x_train), c.y_train, f(c.x_test), c.y_test) for c in data.clients]
-    return FederatedData(data.name, cs, data.num_classes, heldout=[ClientData(c.name, f(c.x_train), c.y_train, f(c.x_test), c.y_test) for c in data.heldout])
+    def client(c: ClientData) -> ClientData:
+        return dataclasses.replace(c, **{k: t.double() for k in ("x_train", "x_test", "x_val")
+                                         if (t := getattr(c, k)) is not None and t.is_floating_point()})
+    return dataclasses.replace(data, clients=[client(c) for c in data.clients], heldout=[client(c) for c in data.heldout])
 
 def _count_loops(algo: Algorithm, loops: list):
     "Make `algo` append to `loops` at each call of `train_local` inside `local_update` (its training loops; not evaluation's fine-tuning), or at each `local_update` of a class with its own stacked form (`stacks_updates`)."
