@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['TASK_DEFAULTS', 'AIMS', 'HOOKS', 'LOCAL_STEP', 'Task', 'NonFiniteLoss', 'Algorithm', 'hparam_table', 'hparam_tables',
-           'methods_by_aim', 'clone_state', 'accuracy_and_loss', 'mean_state', 'target_bn_stats', 'tiny_clients',
-           'ModelEntries', 'model_entries', 'local_update_syncs', 'StepGraph', 'EVAL_CHUNK', 'PRECISIONS', 'HOST_READS',
-           'check_precision', 'autocast_for', 'count_host_syncs', 'HParam', 'HPARAM_TYPES']
+           'methods_by_aim', 'clone_state', 'seeded_build', 'accuracy_and_loss', 'mean_state', 'target_bn_stats',
+           'tiny_clients', 'ModelEntries', 'model_entries', 'local_update_syncs', 'StepGraph', 'EVAL_CHUNK',
+           'PRECISIONS', 'HOST_READS', 'check_precision', 'autocast_for', 'count_host_syncs', 'HParam', 'HPARAM_TYPES']
 
 # %% ../nbs/20_algorithm.ipynb #1daa2b4f
 import inspect, math
@@ -217,13 +217,16 @@ def clone_state(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
     "Detached copies of `tensors` (so that reusing the working model cannot change them)."
     return {k: v.detach().clone() for k, v in tensors.items()}
 
+def seeded_build(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
+    "`build()` on the CPU generator seeded with `seed`, which is then given back as it was; no accelerator's generator is touched."
+    state = torch.random.get_rng_state()
+    torch.random.default_generator.manual_seed(seed)   # not torch.manual_seed: it reseeds every GPU's generator too
+    try: return build()
+    finally: torch.random.set_rng_state(state)
+
 def _new_model(self, tag: str = "init") -> nn.Module:
     "A fresh model from the task's factory, seeded by the run seed and `tag`, on the task's device."
-    rng_state = torch.random.get_rng_state()
-    torch.manual_seed(derive_seed(self.task.seed, tag))
-    model = self.task.model_fn().to(self.task.device)
-    torch.random.set_rng_state(rng_state)
-    return model
+    return seeded_build(derive_seed(self.task.seed, tag), self.task.model_fn).to(self.task.device)
 
 def _work(self, key: str = "model") -> nn.Module:
     "The reusable working model `key` (built on first use)."

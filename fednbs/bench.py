@@ -23,6 +23,7 @@ from .simulation import Simulator
 from .batched import BatchedSimulator, batched_capable
 from .parallel import WorkersSimulator
 from .run_config import check_device
+from .run_flags import arg_type
 from .round_floors import *
 from .bench_clients import *
 
@@ -164,21 +165,21 @@ def add_bench_parser(sub):
     bench.add_argument("--model", default=None, help="model (default: digitmodel; lenet with --profile and --table)")
     bench.add_argument("--data", default=None, help="dataset (default: random tensors, 3 clients x 743 images 28x28)")
     bench.add_argument("--data-dir", default=None, help="folder holding the dataset")
-    bench.add_argument("--rounds", type=int, default=2, help="measured rounds (median reported)")
-    bench.add_argument("--batch-size", type=int, default=32)
+    bench.add_argument("--rounds", type=arg_type("--rounds"), default=2, help="measured rounds (median reported)")
+    bench.add_argument("--batch-size", type=arg_type("--batch-size"), default=32)
     bench.add_argument("--engines", action="store_true",
                        help="compare the sequential and the batched in-process engines instead (random 3x28x28 images)")
-    bench.add_argument("--clients", type=int, action="append", help="with --engines: clients per round (repeatable; default 10 and 50)")
-    bench.add_argument("--n-train", "--images", type=int, default=100, dest="n_train",
+    bench.add_argument("--clients", type=arg_type("--clients"), action="append", help="with --engines: clients per round (repeatable; default 10 and 50)")
+    bench.add_argument("--n-train", "--images", type=arg_type("--n-train"), default=100, dest="n_train",
                        help="with --engines, --profile, --table: training images per client (default 100)")
-    bench.add_argument("--n-test", type=int, default=20, help="with --profile, --table: test images per client (default 20)")
+    bench.add_argument("--n-test", type=arg_type("--n-test"), default=20, help="with --profile, --table: test images per client (default 20)")
     bench.add_argument("--profile", action="store_true",
                        help="where a batched-engine round's time goes, beside the bare torch.func floor (per --clients; default 100)")
     bench.add_argument("--table", action="store_true",
                        help="s/round, peak memory and GPU use of each --algo (default: FedAvg, FedBN, Ditto and the three methods) "
                             "on the inprocess, workers and batched engines, per --clients (default 20, 100, 500)")
     bench.add_argument("--device", default="cpu", help="with --engines, --profile, --table: cpu or cuda (default cpu)")
-    bench.add_argument("--workers", type=int, default=0, help="with --engines: also time the workers engine on the CPU with N processes; "
+    bench.add_argument("--workers", type=arg_type("--workers"), default=0, help="with --engines: also time the workers engine on the CPU with N processes; "
                        "with --table: the workers engine's processes (default: one per core, one per GPU on a GPU)")
     bench.set_defaults(handler=bench_command)
     return bench

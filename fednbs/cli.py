@@ -139,7 +139,9 @@ def _main(argv: list[str]|None) -> int:
         print(f"fednbs: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt as e:
         code, how = (143, "stopped by SIGTERM") if isinstance(e, Terminated) else (130, "interrupted")
-        print(f"fednbs: {how}; {interrupted_advice(argv)}", file=sys.stderr)
+        stopped = getattr(e, "stopped", None)   # a run: what it kept, and where --resume continues
+        advice = f"{stopped}; rerun the same command with --resume to continue" if stopped else interrupted_advice(argv)
+        print(f"fednbs: {how}; {advice}", file=sys.stderr)
         leave_now_if_busy(code)
         return code
     except OSError as e:   # a file fednbs could not read or write, where no check named it first
@@ -166,7 +168,7 @@ def interrupted_advice(argv: list[str]) -> str:
     "What to do after Ctrl-C: a run continues with --resume; a sweep, a study and the commands that run many keep what finished when run again."
     command = next((a for a in argv if not a.startswith("-")), "run")
     if command == "run":
-        return "rerun the same command with --resume to continue (from the last finished round, or from round 0 if none finished)"
+        return "rerun the same command with --resume to continue from its last checkpoint (from round 0 if it has none)"
     return f"run the same fednbs {command} command again: what finished is kept and the unfinished runs resume"
 
 # %% ../nbs/61_cli.ipynb #d47c9844

@@ -66,9 +66,10 @@ def feature_skew(data: FederatedData, kinds="mixed", # one kind, a list (or "a+b
                  seed: int = 0) -> FederatedData: # the clients' transformations depend on it and on their names only
     "A copy of `data` in which each client's images (every split) pass through the client's own seeded transformation."
     ks = _skew_kinds(kinds)
-    check(not isinstance(severity, bool) and float(severity).is_integer() and 1 <= severity <= 5,
+    whole = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+    check(whole(severity) and 1 <= severity <= 5,
           f"--data-option skew_severity must be a whole number from 1 to 5 (got {severity!r})", "pass e.g. skew_severity=3")
-    check(not isinstance(seed, bool) and float(seed).is_integer() and seed >= 0, f"--data-option skew_seed must be a whole number, 0 or more (got {seed!r})",
+    check(whole(seed) and seed >= 0, f"--data-option skew_seed must be a whole number, 0 or more (got {seed!r})",
           "pass e.g. skew_seed=0")
     pool = torch.cat([c.x_train for c in data.clients]).float()
     lo, hi = pool.amin((0, 2, 3), keepdim=True), pool.amax((0, 2, 3), keepdim=True)

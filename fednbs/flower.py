@@ -87,12 +87,16 @@ class FlowerEngine(Coordinator):
 
 # %% ../nbs/45_flower.ipynb #e6d83b9e
 def _fetch_states(self) -> dict:
-    "Every client's state, asked from its node (simulation only)."
-    replies = self._send("query.get_state", {c: (self.nodes[c], RecordDict()) for c in self.task.clients if c in self.nodes})
-    out = dict(self.states or {})
-    for c, r in replies.items():
-        if reply_outcome(r)[0] == "ok": out[c] = records_to_state(r.content["state"], r.content["structure"], self.task.device)
-    return {c: out[c] if c in out else self.algo.init_client(c) for c in self.task.clients}
+    "Every client's state, asked from its node (simulation only); a node that does not give it stops the run."
+    asked = {c: (self.nodes[c], RecordDict()) for c in self.task.clients if c in self.nodes}
+    replies, out, bad = self._send("query.get_state", asked), dict(self.states or {}), []
+    for c in asked:
+        outcome, why = reply_outcome(replies.get(c))
+        if outcome == "ok": out[c] = records_to_state(replies[c].content["state"], replies[c].content["structure"], self.task.device)
+        else: bad.append(f"{c} ({why})")
+    check(not bad, f"could not fetch the state of client(s) {', '.join(bad)}",
+          "rerun, or resume from the last checkpoint (--resume); if it persists, report it with the log")
+    return {c: out[c] if c in out else self.algo.init_client(c) for c in self.task.clients}   # no node: not trained here
 
 def _push_states(self, states: dict):
     "Give every node its client's state (simulation only)."
@@ -248,12 +252,14 @@ def _fe_run(self, rounds: int|None = None, on_round: Callable|None = None) -> li
         ray_log = Path(self.log_path or Path(tempfile.gettempdir()) / f"fednbs-ray-{self._token[:12]}.log")
         quiet = RayLog(ray_log) if self.backend == "auto" and not self.verbose else contextlib.nullcontext()
         with quiet:
-            try:
-                self._simulate(app, "ray"); return rows
+            try: self._simulate(app, "ray"); why = None
             except Exception as e:
                 if self.backend != "auto" or self.replies != before: raise
                 self._join_serving(); stop_ray()
                 why = str(e) if isinstance(e, RayStartTimeout) else (quiet.cause() if isinstance(quiet, RayLog) else None) or f"{type(e).__name__}: {e}"
+        if why is None:
+            if self.log_path is None: ray_log.unlink(missing_ok=True)   # a temporary log of a run that went well
+            return rows
         log.warning(f"Ray could not start ({why}); running the ClientApps in this process instead (same results; "
                     + (f"Ray's messages are in {ray_log}; " if isinstance(quiet, RayLog) else "") + "set FEDNBS_FLOWER_BACKEND=thread to skip Ray)")
         rows.clear(); self._t_run = time.perf_counter()
@@ -261,7 +267,7 @@ def _fe_run(self, rounds: int|None = None, on_round: Callable|None = None) -> li
     return rows
 
 FlowerEngine._client_app, FlowerEngine._ray_config, FlowerEngine._simulate, FlowerEngine.run = _client_app, _ray_config, _simulate, _fe_run
-FlowerEngine._join_serving, FlowerEngine.log_path = _join_serving, None   # log_path: where Ray's start-up messages go (None: a temporary file)
+FlowerEngine._join_serving, FlowerEngine.log_path = _join_serving, None   # log_path: where Ray's start-up messages go (None: a temporary file, kept only if Ray fails)
 
 # %% ../nbs/45_flower.ipynb #0f2f6617
 def simulation_client_app(algo: Algorithm, data: FederatedData, task: Task, num_threads: int = 0) -> ClientApp:

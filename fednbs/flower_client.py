@@ -154,7 +154,8 @@ def make_client_app(load: Callable[[Context], ClientSide]) -> ClientApp:
             message = record_to_message(msg.content["message"], algo.task.device)
             try:
                 seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
-                upload, stats = check_update(algo, algo.local_update(state, message, data, rnd))
+                with algo.autocast(): result = algo.local_update(state, message, data, rnd)   # in the run's precision
+                upload, stats = check_update(algo, result)
                 check_upload(algo, upload, state, data.name)   # only what the method shares leaves the node
                 if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
             except Exception as e:  # the state in the context stays as it was: the update is rolled back
@@ -243,7 +244,8 @@ def standard_train(msg: FlowerMessage, ctx: Context, side: ClientSide) -> Flower
     state = _read_state(ctx, side)
     try:
         seed_everything(derive_seed(algo.task.seed, rnd, data.name, "train"))
-        upload, stats = check_update(algo, algo.local_update(state, _standard_message(algo, arrays), data, rnd))
+        with algo.autocast(): result = algo.local_update(state, _standard_message(algo, arrays), data, rnd)   # in the run's precision
+        upload, stats = check_update(algo, result)
         check_upload(algo, upload, state, data.name)
         if not all_finite(upload): raise NonFiniteLoss("the upload contains NaN or inf")
     except Exception as e:  # the state in the context stays as it was

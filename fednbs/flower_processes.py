@@ -6,7 +6,7 @@
 __all__ = ['log', 'free_port', 'descendants', 'LocalFederation', 'ForkExecutor', 'serve_clientapps']
 
 # %% ../nbs/44_flower_processes.ipynb #8ede080d
-import os, sys, json, time, socket, signal, logging, tempfile, subprocess
+import os, sys, json, time, uuid, shutil, socket, signal, logging, tempfile, subprocess
 from pathlib import Path
 from typing import Mapping
 import torch
@@ -55,7 +55,8 @@ class LocalFederation:
         check(isolation in ("process", "subprocess"), f"unknown isolation '{isolation}'", "use process (warm, forked ClientApps) or subprocess (Flower's)")
         if isolation == "process" and not hasattr(os, "fork"): isolation = "subprocess"
         self.clients, self.procs, self.logs, self.simulation, self.isolation = list(clients), {}, {}, simulation, isolation
-        self.home = Path(home) if home else Path(tempfile.mkdtemp(prefix="fednbs-federation-"))
+        self.own_home = home is None   # a temporary home of its own: made by `start`, removed by `stop` unless a failure needs its logs
+        self.home = Path(home) if home else Path(tempfile.gettempdir()) / f"fednbs-federation-{uuid.uuid4().hex[:12]}"
         self.ports = set()   # every port given to a process of this federation
         self.port, self.bin = self._port(), Path(sys.executable).parent
         self.env = {**os.environ, "FLWR_HOME": str(self.home / "flwr"), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
@@ -90,9 +91,10 @@ class LocalFederation:
         "Start the SuperLink and the SuperNodes; wait until every node is connected. If that fails, stop what started."
         try: return self._start(timeout)
         except BaseException:
-            self.stop(); raise
+            self.stop(keep_home=True); raise   # the error names a log in the home: it stays
 
     def _start(self, timeout: float):
+        if self.own_home: self.home.mkdir(mode=0o700, exist_ok=True)
         (self.home / "flwr").mkdir(parents=True, exist_ok=True)
         for _ in range(3):   # another process can bind the port between its choice and the SuperLink's start: a new port
             toml = f'[superlink]\ndefault = "fednbs"\n\n[superlink.fednbs]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
@@ -150,8 +152,9 @@ class LocalFederation:
         _kill_if_same(below)
         if sig == signal.SIGKILL: p.wait(30)
 
-    def stop(self, grace: float = 3.0): # seconds the processes get to end after SIGTERM before SIGKILL
-        "Stop every process this federation started, and their children (SIGTERM, then SIGKILL after `grace` seconds, each by its pid)."
+    def stop(self, grace: float = 3.0, # seconds the processes get to end after SIGTERM before SIGKILL
+             keep_home: bool = False): # keep a temporary home (its logs) after the processes
+        "Stop every process this federation started, and their children (SIGTERM, then SIGKILL after `grace` seconds, each by its pid); then remove a temporary home."
         below = {}
         for p in self.procs.values(): below.update(descendants(p.pid))  # some detach into sessions of their own
         for name in reversed(list(self.procs)): self.kill(name, signal.SIGTERM)
@@ -160,9 +163,10 @@ class LocalFederation:
             try: p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired: self.kill(name)
         _kill_if_same(below)
+        if self.own_home and not keep_home: shutil.rmtree(self.home, ignore_errors=True)
 
     def __enter__(self): return self.start()
-    def __exit__(self, *exc): self.stop()
+    def __exit__(self, exc_type, *exc): self.stop(keep_home=exc_type is not None)   # after an error its logs stay
 
 # %% ../nbs/44_flower_processes.ipynb #d12978a2
 class ForkExecutor:

@@ -18,7 +18,7 @@ from .core import *
 from .data import ClientData
 from .models import SplitModel, last_layer_split, set_round
 from .aggregation import local_state_names, split_state, weighted_average, average_model_states, BN_MODES
-from .algorithm import Algorithm, Task, NonFiniteLoss, clone_state
+from .algorithm import Algorithm, Task, NonFiniteLoss, clone_state, seeded_build
 from .losses import distance, entropy, PAIRED_DISTANCES, DISTANCES
 from fednbs.fraug_parts import (onehot, Generator, RTNet, LAMBDA_FORMS, lambda_syn, ema_rate, update_prototypes,
     NOISES, sample_noise, class_cycle, next_batch, optimizer_tensors, load_optimizer_tensors, frozen, stacked_sgd,
@@ -101,11 +101,8 @@ FRAug.validate = _validate
 
 # %% ../nbs/33_fraug.ipynb #a5c02fac
 def _seeded(self: FRAug, tag, build):
-    "`build()` under a seed derived from the run seed and `tag` (the global RNG is left as it was)."
-    state = torch.random.get_rng_state()
-    torch.manual_seed(derive_seed(self.task.seed, "fraug", tag))
-    try: return build().to(self.task.device)
-    finally: torch.random.set_rng_state(state)
+    "`build()` under a seed derived from the run seed and `tag` (`seeded_build`: the generators are left as they were)."
+    return seeded_build(derive_seed(self.task.seed, "fraug", tag), build).to(self.task.device)
 
 def _split(self: FRAug) -> tuple[nn.Module, nn.Module]:
     "`(f, h)` of the working classifier: f = everything before the last layer, h = the last layer."

@@ -244,7 +244,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
     _positive(cfg, "lr", float)
     for name in ("momentum", "weight_decay", "grad_clip"):
         check(getattr(cfg, name) >= 0, f"--{name.replace('_', '-')} must be >= 0 (got {getattr(cfg, name)})", "pass 0 or a positive value")
+    check(cfg.momentum < 1, f"--momentum must be below 1 (got {cfg.momentum})", "pass e.g. 0.9: from 1 on, SGD's velocity never decays")
     check(0 < cfg.lr_decay <= 1, f"--lr-decay must be in (0, 1] (got {cfg.lr_decay})", "pass e.g. 0.998, or 1 for no decay")
+    check(not (cfg.resume and cfg.overwrite), "--resume and --overwrite contradict each other",
+          "pass --resume to continue the run, or --overwrite to start it again")
     check(cfg.sampling in SAMPLING, f"unknown --sampling '{cfg.sampling}'", f"use one of {', '.join(SAMPLING)}")
     check(0 < cfg.fraction <= 1, f"--fraction must be in (0, 1] (got {cfg.fraction})", "pass a fraction of clients per round such as 0.4")
     check(cfg.sampling != "all" or cfg.fraction == 1, f"--fraction {cfg.fraction} has no effect with --sampling all (every client trains every round)",

@@ -24,7 +24,8 @@ except ImportError: fcntl = None   # Windows: no run-folder lock
 
 RUN_MARKER, LOCK_FILE = ".fednbs-run", ".fednbs.lock"
 RUN_LOG = "run.log"   # `fednbs reproduce --run` keeps each run's output beside its results
-RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "checkpoint.pt.sha256", "summary.json", "convergence.png")
+RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "checkpoint.pt.sha256", "summary.json", "convergence.png",
+             "flower.log", "server.pt")   # the last two: Flower's messages (--engine flower) and a deployment's server state
 RUN_FOLDERS = ("tensorboard",)   # what --overwrite clears besides RUN_FILES (client_states/ is cleared when the run starts)
 
 def atomic_write(path: Path, write):
@@ -59,6 +60,8 @@ def lock_run_dir(out: Path):
 
 def prepare_out_dir(cfg: RunConfig):
     "Create, check and lock the output folder; returns `(folder, lock)`. Never touches a folder that is not a fednbs run."
+    check(not (cfg.resume and cfg.out is None), "--resume continues the run in the folder --out names, and none was given",
+          "pass --out with the run's folder, e.g. --out runs/my-run --resume")
     out = Path(cfg.out or f"runs/{cfg.algo}-{cfg.data}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     if cfg.resume: check(out.is_dir() and is_run_dir(out), f"nothing to resume in {out} (no fednbs run there)",
                          "run without --resume to start it, or point --out at an earlier run")

@@ -60,9 +60,10 @@ STUDY_PATHS = ("data_dir", "pretrained")              # run settings that name a
 def read_study(path: str|Path, plugins: list[str] = ()) -> dict: # plugins: fednbs study --plugin, given to every run
     "The checked study file `path`: `{file, out, seeds, jobs, report, report_window, baseline, columns, settings, datasets, methods, plugins}`."
     p = Path(path)
-    check(p.is_file(), f"study file {path} does not exist", "pass a .toml file (see fednbs study --help for an example)")
+    check(p.is_file(), f"study file {path} {'is a folder' if p.is_dir() else 'does not exist'}", "pass a .toml file (see fednbs study --help for an example)")
     try: d = tomllib.loads(p.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e: raise FednbsError(f"{path} is not valid TOML ({e}); fix the line it names") from None
+    except tomllib.TOMLDecodeError as e: raise FednbsError(f"{path} is not valid TOML ({e}); fix the line it names") from None
+    except UnicodeDecodeError as e: raise FednbsError(f"{path} is not UTF-8 text (byte {e.start} cannot be read); save it as UTF-8 text") from None
     bad = sorted(set(d) - set(STUDY_KEYS))
     run_keys = [k for k in bad if (k in RunConfig.__dataclass_fields__ or k == "plugins") and k not in STUDY_SETS]
     check(not bad, f"{path}: unknown key {', '.join(map(repr, bad))}",

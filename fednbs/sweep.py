@@ -8,7 +8,7 @@ __all__ = ['SELECT', 'MAX_POINTS', 'parse_grid', 'grid_points', 'point_label', '
            'check_sweep_runs', 'run_state', 'parse_seeds', 'read_sweep_record', 'sweep_scores', 'sweep_command']
 
 # %% ../nbs/65_sweep.ipynb #74c81bcd
-import itertools, json, math, shlex, statistics, subprocess, sys, textwrap, time
+import itertools, json, math, shlex, statistics, subprocess, textwrap, time
 from pathlib import Path
 from .core import *
 from .report import REPORTS, accuracy_series, nan_last
@@ -91,16 +91,14 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
              since: float|None = None, # `time.perf_counter()` the progress counts from (default: now)
              ran: int = 0) -> list[int]: # runs finished since then, before these (for the ETA)
     "Run `fednbs` once per argument list, `jobs` at a time, printing runs done / total and the ETA as each ends; the exit codes in order."
-    from fednbs.reproduce import LAUNCH, job_env, error_line, stop_processes
+    from fednbs.reproduce import job_env, error_line, start_run, stop_runs
     env, total = job_env(min(jobs, max(len(argvs), 1))), total or len(argvs)
     codes, running, todo, t0 = [None] * len(argvs), {}, list(enumerate(argvs)), since or time.perf_counter()
     try:
         while todo or running:
             while todo and len(running) < jobs:
                 k, argv = todo.pop(0)
-                if logs: Path(logs[k]).parent.mkdir(parents=True, exist_ok=True)
-                sink = open(logs[k], "w") if logs else subprocess.DEVNULL
-                running[k] = (subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], stdout=sink, stderr=subprocess.STDOUT, env=env), sink)
+                running[k] = start_run(argv, logs[k] if logs else None, env)
             for k, (p, sink) in list(running.items()):
                 if p.poll() is None: continue
                 codes[k] = p.returncode; running.pop(k)
@@ -113,7 +111,7 @@ def run_jobs(argvs: list[list[str]], # `fednbs` argument lists
                                         f"{'done' if p.returncode == 0 else 'FAILED'} {out}{why}", terminal_width(), subsequent_indent="  ",
                                         break_long_words=False, break_on_hyphens=False), flush=True)
             time.sleep(0.1)
-    finally: stop_processes([p for p, _ in running.values()])   # interrupted (Ctrl-C, SIGTERM): the runs stop, their finished rounds stay
+    finally: stop_runs(running)   # interrupted (Ctrl-C, SIGTERM): the runs stop, their finished rounds stay
     return codes
 
 # %% ../nbs/65_sweep.ipynb #b57c2aff
