@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['doc_row', 'capability_lines', 'list_text', 'leave_now_if_busy', 'plugins_in_argv', 'Terminated', 'main',
            'unknown_arguments', 'interrupted_advice', 'NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags',
-           'parse_value', 'parse_option', 'build_parser', 'config_from_args', 'config_plugins', 'read_config_file',
-           'attribute', 'check_resume_flags', 'run_config']
+           'parse_value', 'arg_type', 'parse_option', 'build_parser', 'config_from_args', 'config_plugins',
+           'read_config_file', 'attribute', 'check_resume_flags', 'run_config']
 
 # %% ../nbs/61_cli.ipynb #168ce380
 import argparse, os, sys, logging, threading, signal, difflib, inspect
@@ -17,7 +17,7 @@ from .run_config import plugins_of_run
 from .experiment import run_experiment
 from .datasets import SKEW_OPTIONS
 from .run_flags import *
-_all_ = ['NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags', 'parse_value', 'parse_option', 'build_parser',  # from run_flags
+_all_ = ['NUMERIC', 'RUN_HELP', 'PLUGIN_HELP', 'hparam_flags', 'parse_value', 'arg_type', 'parse_option', 'build_parser',  # from run_flags
           'config_from_args', 'config_plugins', 'read_config_file', 'attribute', 'check_resume_flags', 'run_config']
 
 # %% ../nbs/61_cli.ipynb #463243db
